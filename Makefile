@@ -1,0 +1,32 @@
+# Two commands for a fresh machine with only Python >= 3.11: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m diffmbs.demo --out runs/demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/python -m pytest -q -n auto --dist loadfile
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/srs.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache build *.egg-info
