@@ -1,0 +1,464 @@
+"""Time integration of a :class:`~diffmbs.system.MechanicalSystem` (layer 4).
+
+:func:`simulate` integrates the index-1 equations of motion (see :mod:`diffmbs.system`) with
+``diffrax.diffeqsolve`` on the state ``y = (q, v)``, ``ẏ = (qdot(q, v), v̇(t, q, v))``, and saves
+at the sample times of the measurement (``diffrax.SaveAt(ts=...)``). At the saved states it
+evaluates, from the equations of motion (never by finite differences), the accelerations, the
+multipliers and the system's sensors.
+
+Solvers and adjoints are ``diffrax`` objects, swappable:
+
+* default ``diffrax.Tsit5()`` (explicit, adaptive, 5th order) with a PID step-size controller;
+* stiff models (stiff contact, bushings): ``solver=diffrax.Kvaerno5()`` (implicit, L-stable,
+  same controller, Newton-chord iterations on the autodiff Jacobian);
+* fixed steps: ``stepsize_controller=diffrax.ConstantStepSize(), dt0=...``;
+* adjoint default ``diffrax.RecursiveCheckpointAdjoint()``: reverse mode through the solver
+  steps with binomial (online Treeverse) checkpointing — memory ``O(√max_steps)`` copies of the
+  small solver state plus the saved outputs, time about twice to three times a forward solve.
+  The code here has no ``while_loop`` of its own: fixed-count loops are Python loops.
+  Forward mode (``jax.jvp``/``jax.jacfwd``, efficient for a handful of parameters) needs
+  ``adjoint=diffrax.ForwardMode()``: the checkpointed adjoint is a ``custom_vjp``.
+
+Failures. The solve runs with ``throw=False``; afterwards the result is classified
+(:data:`FAILURES`: maximum number of steps, step-size collapse below ``dtmin``, other solver
+failure, non-finite values in the saved output) and the last accepted state is examined
+(:data:`DIAGNOSES`: non-finite state, mass matrix, forces, constraints, singular mass matrix,
+accelerations, sensors). With ``throw=True`` (default):
+
+* when the values are concrete (``simulate`` called outside ``jit``/``grad``/``vmap``), a
+  :class:`SimulationError` (a ``RuntimeError``) is raised that names the time reached, the
+  reason, the diagnosis, the offending coordinates and the state magnitudes;
+* under a transformation, ``equinox.branched_error_if`` raises at run time with one message per
+  (reason, diagnosis) pair; a traced time cannot go into the message, so use ``throw=False``
+  and read :attr:`Solution.t_reached`, :attr:`Solution.status` and :attr:`Solution.diagnosis`,
+  or call :meth:`Solution.message` on concrete values.
+
+NaN never comes back silently with ``throw=True``: a NaN force makes every step crossing it
+rejected, the step size collapses below ``dtmin`` (default ``1e-14 · (t1 − t0)``) and the solve
+stops there with an error; with fixed steps the NaN reaches the saved output and is reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+from diffmbs.system import (
+    DEFAULT_BAUMGARTE,
+    AbstractKKTSolver,
+    MechanicalSystem,
+    accelerations,
+    constraint_jacobian,
+    constraint_terms,
+    mass_is_definite,
+    n_constraints,
+    project_state,
+)
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "DIAGNOSES",
+    "DTMIN_FRACTION",
+    "FAILURES",
+    "SimulationError",
+    "Solution",
+    "simulate",
+]
+
+DEFAULT_MAX_STEPS = 200_000
+"""Default step budget; with the default adjoint it also sets the number of checkpoints
+(``≈ √(2 · max_steps)`` ≈ 630 copies of the solver state)."""
+
+DTMIN_FRACTION = 1e-14
+"""The default controller's minimum step, as a fraction of the integration span: below it the
+step size has collapsed and the solve stops (``diffrax.RESULTS.dt_min_reached``)."""
+
+FAILURES: tuple[str, ...] = (
+    "successful",
+    "the maximum number of steps was reached",
+    "the step size collapsed (below dtmin: the solver rejected every step it tried)",
+    "the differential equation solver failed",
+    "non-finite values appeared in the saved output",
+)
+"""``Solution.status`` indexes this tuple: why the simulation stopped or failed."""
+
+DIAGNOSES: tuple[str, ...] = (
+    "no non-finite value or singular mass matrix at the last accepted state; the failure is in "
+    "the step after it (a force or constraint that blows up or becomes non-finite just after "
+    "that time, or a model too stiff for the solver: try solver=diffrax.Kvaerno5(), looser "
+    "tolerances or more max_steps)",
+    "the state (q, v) is non-finite",
+    "system.mass(q) is non-finite",
+    "system.forces(t, q, v) is non-finite",
+    "system.constraints(t, q) or its derivatives are non-finite",
+    "the mass matrix is singular or not positive definite on the motions the constraints allow",
+    "the accelerations from the KKT solve are non-finite",
+    "a sensor is non-finite",
+)
+"""``Solution.diagnosis`` indexes this tuple: what was found wrong at the last accepted state."""
+
+
+class SimulationError(RuntimeError):
+    """A simulation failed; ``t_reached`` (s), ``status``, ``diagnosis`` and the partial
+    ``solution`` are attributes."""
+
+    def __init__(self, message: str, solution: Solution):
+        super().__init__(message)
+        self.solution = solution
+        self.t_reached = float(solution.t_reached)
+        self.status = int(solution.status)
+        self.diagnosis = int(solution.diagnosis)
+
+
+class Solution(eqx.Module):
+    """The output of :func:`simulate`; ``n_t`` saved times.
+
+    - ``ts`` ``(n_t,)`` s: the saved times;
+    - ``q`` ``(n_t, n_q)``, ``v`` ``(n_t, n_v)``: the state at ``ts`` (projected onto the
+      constraints if ``project=True``); samples after a failure are ``inf``;
+    - ``vdot`` ``(n_t, n_v)``: accelerations from the equations of motion at the saved states;
+    - ``multipliers`` ``(n_t, n_c)``: the KKT multipliers λ (constraint force ``−Φ_vᵀ λ``);
+    - ``sensors``: ``system.sensors`` at the saved states, each of shape ``(n_t, ...)``;
+    - ``constraint_drift`` ``()``: ``max |Φ|`` over the saved states as integrated, before any
+      projection (units of Φ; 0 without constraints); ``velocity_drift`` ``()``: ``max |Φ̇|``;
+    - ``stats``: diffrax's step counts (``num_steps``, ``num_accepted_steps``,
+      ``num_rejected_steps``, ``max_steps``);
+    - ``result``: diffrax's ``RESULTS``; ``status`` ``()``: index into :data:`FAILURES`
+      (0 = success); ``diagnosis`` ``()``: index into :data:`DIAGNOSES`, meaningful when
+      ``status != 0``; ``t_reached`` ``()`` s: the last accepted time (``ts[-1]`` on success; on
+      non-finite output, the first saved time with a non-finite value).
+    """
+
+    ts: Array
+    q: Array
+    v: Array
+    vdot: Array
+    multipliers: Array
+    sensors: dict[str, Array]
+    constraint_drift: Array
+    velocity_drift: Array
+    stats: dict[str, Any]
+    result: diffrax.RESULTS
+    status: Array
+    diagnosis: Array
+    t_reached: Array
+    q_reached: Array
+    v_reached: Array
+
+    @property
+    def successful(self) -> Array:
+        """Whether the simulation reached the last time with finite output."""
+        return self.status == 0
+
+    def message(self) -> str:
+        """A human-readable account of the outcome (needs concrete values)."""
+        status, diag = int(self.status), int(self.diagnosis)
+        if status == 0:
+            return f"simulation successful to t = {float(self.t_reached):.9g} s"
+        where = "first non-finite output at" if status == 4 else "last accepted time"
+        t_end = float(self.ts[-1])
+        steps, budget = int(self.stats["num_steps"]), int(self.stats["max_steps"])
+        return (
+            f"diffmbs.simulate failed: {FAILURES[status]} ({where} t = "
+            f"{float(self.t_reached):.9g} s, end time {t_end:.9g} s; {steps} steps of "
+            f"max_steps = {budget}). Diagnosis: {DIAGNOSES[diag]}."
+        )
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _vector_field(t, y, args):
+    system, baumgarte, kkt_solver = args
+    q, v = y
+    vdot, _ = accelerations(system, t, q, v, baumgarte, kkt_solver=kkt_solver, check=False)
+    return system.qdot(q, v), vdot
+
+
+def _all_finite(tree: Any) -> Array:
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def _diagnose(system, t, q, v, baumgarte, kkt_solver) -> Array:
+    """Index into :data:`DIAGNOSES` of the first thing wrong at one state."""
+    t, q, v = jax.lax.stop_gradient((t, q, v))
+    mass = system.mass(q)
+    checks = [_all_finite((q, v)), _all_finite(mass), _all_finite(system.forces(t, q, v))]
+    if n_constraints(system, t, q) > 0:
+        jac = constraint_jacobian(system, t, q, v)
+        checks += [_all_finite((constraint_terms(system, t, q, v), jac))]
+        definite = mass_is_definite(mass, jac)
+    else:
+        checks += [jnp.asarray(True)]
+        definite = mass_is_definite(mass, jnp.zeros((0, v.shape[0]), v.dtype))
+    vdot, lam = accelerations(system, t, q, v, baumgarte, kkt_solver=kkt_solver, check=False)
+    checks += [definite, _all_finite((vdot, lam)), _all_finite(system.sensors(t, q, v, vdot))]
+    bad = jnp.logical_not(jnp.stack(checks))
+    return jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0)
+
+
+@eqx.filter_jit
+def _simulate(
+    system: MechanicalSystem,
+    q0: Array,
+    v0: Array,
+    ts: Array,
+    t0: Array,
+    solver: diffrax.AbstractSolver,
+    adjoint: diffrax.AbstractAdjoint,
+    stepsize_controller: diffrax.AbstractStepSizeController,
+    dt0: Array | None,
+    max_steps: int,
+    baumgarte: tuple[ArrayLike, ArrayLike],
+    kkt_solver: AbstractKKTSolver | None,
+    project: bool,
+    projection_iterations: int,
+) -> Solution:
+    args = (system, baumgarte, kkt_solver)
+    t1 = ts[-1]
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(_vector_field),
+        solver,
+        t0,
+        t1,
+        dt0,
+        (q0, v0),
+        args=args,
+        # Two buffers: the samples, and the last accepted state (t1, or where it stopped).
+        saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
+        stepsize_controller=stepsize_controller,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        throw=False,
+    )
+    (q, v), (q_end, v_end) = sol.ys
+    t_end, q_end, v_end = sol.ts[1][-1], q_end[-1], v_end[-1]
+
+    # Drift of the integration itself (before any projection of the outputs).
+    phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(ts, q, v)
+    drift = jnp.max(jnp.abs(phi), initial=0.0)
+    vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
+
+    if project and n_constraints(system, t0, q0) > 0:
+        q, v = jax.vmap(
+            lambda t_, q_, v_: project_state(
+                system, t_, q_, v_, iterations=projection_iterations, kkt_solver=kkt_solver
+            )
+        )(ts, q, v)
+
+    def outputs(t_, q_, v_):
+        vdot, lam = accelerations(system, t_, q_, v_, baumgarte, kkt_solver=kkt_solver, check=False)
+        return vdot, lam, system.sensors(t_, q_, v_, vdot)
+
+    vdot, lam, sensors = jax.vmap(outputs)(ts, q, v)
+
+    # Classify the outcome.
+    row_ok = jnp.stack(
+        [
+            jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+            for x in jax.tree_util.tree_leaves((q, v, vdot, lam, sensors))
+        ]
+    ).all(axis=0)
+    first_bad = jnp.argmin(row_ok)
+    solver_ok = sol.result == diffrax.RESULTS.successful
+    status = jnp.where(
+        solver_ok,
+        jnp.where(jnp.all(row_ok), 0, 4),
+        jnp.where(
+            sol.result == diffrax.RESULTS.max_steps_reached,
+            1,
+            jnp.where(sol.result == diffrax.RESULTS.dt_min_reached, 2, 3),
+        ),
+    )
+    nonfinite_out = status == 4
+    t_reached = jnp.where(nonfinite_out, ts[first_bad], t_end)
+    q_reached = jnp.where(nonfinite_out, q[first_bad], q_end)
+    v_reached = jnp.where(nonfinite_out, v[first_bad], v_end)
+    diagnosis = _diagnose(system, t_reached, q_reached, v_reached, baumgarte, kkt_solver)
+
+    stats = {
+        k: jnp.asarray(sol.stats[k])
+        for k in ("num_steps", "num_accepted_steps", "num_rejected_steps", "max_steps")
+        if k in sol.stats
+    }
+    return Solution(
+        ts=ts,
+        q=q,
+        v=v,
+        vdot=vdot,
+        multipliers=lam,
+        sensors=sensors,
+        constraint_drift=drift,
+        velocity_drift=vdrift,
+        stats=stats,
+        result=sol.result,
+        status=status,
+        diagnosis=diagnosis,
+        t_reached=t_reached,
+        q_reached=q_reached,
+        v_reached=v_reached,
+    )
+
+
+_JIT_MESSAGES = [
+    f"diffmbs.simulate failed: {reason}. Diagnosis at the last accepted state: {diag}. "
+    "(The time reached cannot be shown under jit/grad/vmap: run with throw=False and read "
+    "Solution.t_reached, or call simulate outside the transformation.)"
+    for reason in FAILURES
+    for diag in DIAGNOSES
+]
+
+
+def _is_traced(x: Any) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _concrete_details(system: MechanicalSystem, sol: Solution) -> str:
+    """Offending coordinates and magnitudes at the state reached (concrete values only)."""
+    t = float(sol.t_reached)
+    q, v = np.asarray(sol.q_reached), np.asarray(sol.v_reached)
+    parts = [f"max|q| = {np.max(np.abs(q), initial=0):.3g}, max|v| = {np.max(np.abs(v)):.3g}"]
+    try:
+        force = np.asarray(system.forces(jnp.asarray(t), jnp.asarray(q), jnp.asarray(v)))
+        parts.append(f"max|forces| = {np.max(np.abs(force), initial=0):.3g}")
+        bad = np.flatnonzero(~np.isfinite(force))
+        if bad.size:
+            parts.append(f"non-finite forces at velocity coordinates {bad.tolist()}")
+    except Exception as err:  # the forces themselves may raise; report, do not mask
+        parts.append(f"system.forces raised {type(err).__name__}: {err}")
+    for name, values in sol.sensors.items():
+        if not np.all(np.isfinite(np.asarray(values))):
+            parts.append(f"sensor {name!r} is non-finite")
+    return "; ".join(parts)
+
+
+def _as_float(x: ArrayLike) -> Array:
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+
+
+def _validate(system, q0, v0, ts, t0) -> None:
+    if ts.ndim != 1 or ts.shape[0] < 1:
+        raise ValueError(f"simulate: ts must be a non-empty 1-D array of times, got {ts.shape}")
+    if q0.ndim != 1 or v0.ndim != 1:
+        raise ValueError(f"simulate: q0 and v0 must be 1-D, got {q0.shape} and {v0.shape}")
+    shapes = {
+        "qdot(q, v)": (jax.eval_shape(system.qdot, q0, v0).shape, q0.shape),
+        "mass(q)": (jax.eval_shape(system.mass, q0).shape, (v0.shape[0], v0.shape[0])),
+        "forces(t, q, v)": (jax.eval_shape(system.forces, t0, q0, v0).shape, v0.shape),
+    }
+    for name, (got, want) in shapes.items():
+        if got != want:
+            raise ValueError(
+                f"simulate: {type(system).__name__}.{name} has shape {got}, expected {want} "
+                f"(n_q = {q0.shape[0]}, n_v = {v0.shape[0]})"
+            )
+    if not any(_is_traced(x) for x in (ts, t0)):
+        t_np = np.asarray(ts)
+        if not np.all(np.isfinite(t_np)) or np.any(np.diff(t_np) < 0):
+            raise ValueError("simulate: ts must be finite and non-decreasing")
+        if float(t0) > t_np[0]:
+            raise ValueError(f"simulate: t0 = {float(t0)} is after the first saved time {t_np[0]}")
+    for name, x in (("q0", q0), ("v0", v0)):
+        if not _is_traced(x) and not np.all(np.isfinite(np.asarray(x))):
+            raise ValueError(f"simulate: the initial state {name} is not finite: {np.asarray(x)}")
+
+
+# --------------------------------------------------------------------------- public entry point
+
+
+def simulate(
+    system: MechanicalSystem,
+    q0: ArrayLike,
+    v0: ArrayLike,
+    ts: ArrayLike,
+    *,
+    solver: diffrax.AbstractSolver | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    dt0: float | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    baumgarte: tuple[ArrayLike, ArrayLike] = DEFAULT_BAUMGARTE,
+    t0: float | None = None,
+    kkt_solver: AbstractKKTSolver | None = None,
+    project: bool = False,
+    projection_iterations: int = 3,
+    throw: bool = True,
+) -> Solution:
+    """Integrate ``system`` from ``(q0, v0)`` at ``t0`` and save at the times ``ts``.
+
+    **Arguments** (SI units):
+
+    - ``system``: the model; its float array leaves may be traced (``grad``, ``vmap``).
+    - ``q0`` ``(n_q,)``, ``v0`` ``(n_v,)``: initial coordinates and velocities, ideally
+      consistent with the constraints (see :func:`diffmbs.system.project_state`).
+    - ``ts`` ``(n_t,)`` s: non-decreasing save times; the solve ends at ``ts[-1]``.
+    - ``solver``: a diffrax solver; default ``diffrax.Tsit5()``. For stiff models pass
+      ``diffrax.Kvaerno5()`` (implicit).
+    - ``adjoint``: default ``diffrax.RecursiveCheckpointAdjoint()`` (checkpointed reverse mode,
+      ``jax.grad``); ``diffrax.ForwardMode()`` for ``jax.jacfwd``/``jax.jvp``.
+    - ``stepsize_controller``: default ``diffrax.PIDController(rtol, atol, dtmin=1e-14 · span,
+      force_dtmin=False)``; ``rtol``/``atol`` (relative / absolute, on ``q`` and ``v`` alike)
+      are ignored when a controller is given.
+    - ``dt0`` s: initial step; ``None`` lets the controller choose.
+    - ``max_steps``: step budget (static).
+    - ``baumgarte``: ``(α, β)`` in 1/s, see :func:`diffmbs.system.accelerations`.
+    - ``t0`` s: start time, default ``ts[0]``.
+    - ``kkt_solver``: strategy for constrained systems, default
+      :class:`~diffmbs.system.LeastSquaresKKT`.
+    - ``project``: project the saved ``(q, v)`` onto ``Φ = 0``, ``Φ̇ = 0`` (Newton, fixed
+      ``projection_iterations``) before evaluating accelerations and sensors. The integration
+      itself is not altered.
+    - ``throw``: raise on failure (see the module docstring); ``False`` returns the partial
+      :class:`Solution` with ``status``/``diagnosis``/``t_reached`` set.
+
+    **Returns** a :class:`Solution`.
+    """
+    q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
+    t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
+    _validate(system, q0, v0, ts, t0)
+    if solver is None:
+        solver = diffrax.Tsit5()
+    if adjoint is None:
+        adjoint = diffrax.RecursiveCheckpointAdjoint()
+    if stepsize_controller is None:
+        # Tolerances as arrays: changing them does not recompile.
+        stepsize_controller = diffrax.PIDController(
+            rtol=jnp.asarray(rtol, ts.dtype),
+            atol=jnp.asarray(atol, ts.dtype),
+            dtmin=DTMIN_FRACTION * (ts[-1] - t0),
+            force_dtmin=False,
+        )
+    sol = _simulate(
+        system,
+        q0,
+        v0,
+        ts,
+        t0,
+        solver,
+        adjoint,
+        stepsize_controller,
+        dt0,
+        max_steps,
+        baumgarte,
+        kkt_solver,
+        project,
+        projection_iterations,
+    )
+    if not throw:
+        return sol
+    if _is_traced(sol.status):
+        index = sol.status * len(DIAGNOSES) + sol.diagnosis
+        return eqx.branched_error_if(sol, sol.status != 0, index, _JIT_MESSAGES)
+    if int(sol.status) != 0:
+        raise SimulationError(f"{sol.message()} {_concrete_details(system, sol)}.", sol)
+    return sol

@@ -1,0 +1,283 @@
+"""The constrained mechanical system: derived kinematics and the KKT solve, against hand algebra.
+
+References: the constraint Jacobians, velocity and acceleration right-hand sides of small systems
+written out by hand; the pendulum tension from Newton's law along the string; the known structure
+of redundant constraints (same motion, reaction shared); central finite differences.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffmbs  # noqa: F401  (float64)
+from diffmbs.system import (
+    AugmentedLagrangianKKT,
+    LeastSquaresKKT,
+    MechanicalSystem,
+    acceleration_rhs,
+    accelerations,
+    constraint_jacobian,
+    constraint_terms,
+    mass_is_definite,
+    n_constraints,
+    project_state,
+    velocity_constraints,
+)
+
+G = 9.81
+
+
+class Pendulum(MechanicalSystem):
+    """Point mass in the plane, Cartesian (x, y), on a massless rod: x² + y² − L² = 0."""
+
+    m: float = 0.7
+    length: float = 1.3
+    copies: int = eqx.field(static=True, default=1)
+
+    def mass(self, q):
+        return self.m * jnp.eye(2)
+
+    def forces(self, t, q, v):
+        return jnp.array([0.0, -self.m * G])
+
+    def constraints(self, t, q):
+        return jnp.tile(q @ q - self.length**2, self.copies)
+
+
+class Driven(MechanicalSystem):
+    """Mass whose x is prescribed, x = A sin(ωt), written A sin(ωt) − x = 0; y free."""
+
+    m: float = 2.0
+    amp: float = 0.1
+    omega: float = 30.0
+
+    def mass(self, q):
+        return self.m * jnp.eye(2)
+
+    def forces(self, t, q, v):
+        return jnp.array([0.0, -self.m * G])
+
+    def constraints(self, t, q):
+        return jnp.array([self.amp * jnp.sin(self.omega * t) - q[0]])
+
+
+class Wheel(MechanicalSystem):
+    """Unit vector q = (cos θ, sin θ) as coordinates, angular rate v = (θ̇,) as velocity:
+    a non-identity kinematic map q̇ = θ̇ (−q₁, q₀). Constraint: cos θ = c(t) = 0.5 + 0.1 t²."""
+
+    inertia: float = 0.3
+
+    def mass(self, q):
+        return self.inertia * jnp.eye(1)
+
+    def forces(self, t, q, v):
+        return jnp.zeros(1)
+
+    def qdot(self, q, v):
+        return v[0] * jnp.array([-q[1], q[0]])
+
+    def constraints(self, t, q):
+        return jnp.array([q[0] - (0.5 + 0.1 * t**2)])
+
+
+class Free(MechanicalSystem):
+    """Two coordinates with a given (possibly singular) mass matrix, optional q₁ = 0."""
+
+    m: jax.Array
+    fix_second: bool = eqx.field(static=True, default=False)
+
+    def mass(self, q):
+        return jnp.diag(self.m)
+
+    def forces(self, t, q, v):
+        return jnp.array([1.0, 2.0])
+
+    def constraints(self, t, q):
+        return q[1:] if self.fix_second else jnp.zeros((0,))
+
+
+def pendulum_state(theta, theta_dot, length):
+    q = length * jnp.array([jnp.sin(theta), -jnp.cos(theta)])
+    v = length * theta_dot * jnp.array([jnp.cos(theta), jnp.sin(theta)])
+    return q, v
+
+
+# --------------------------------------------------------------------------- interface
+
+
+def test_interface_defaults_and_abstract_methods():
+    class NoForces(MechanicalSystem):
+        def mass(self, q):
+            return jnp.eye(1)
+
+    with pytest.raises(TypeError):
+        NoForces()
+
+    sys_ = Free(jnp.array([1.0, 2.0]))
+    q, v = jnp.array([0.3, 0.4]), jnp.array([1.0, -1.0])
+    assert sys_.constraints(0.0, q).shape == (0,)
+    assert n_constraints(sys_, 0.0, q) == 0
+    np.testing.assert_array_equal(sys_.qdot(q, v), v)
+    assert sys_.sensors(0.0, q, v, v) == {}
+    vdot, lam = accelerations(sys_, 0.0, q, v)
+    np.testing.assert_allclose(vdot, [1.0, 1.0], rtol=1e-15)
+    assert lam.shape == (0,)
+
+
+# --------------------------------------------------------------------------- derived kinematics
+
+
+def test_pendulum_jacobian_and_rhs_by_hand():
+    pend = Pendulum()
+    q, v = jnp.array([0.5, -1.1]), jnp.array([0.8, 0.2])
+    np.testing.assert_allclose(constraint_jacobian(pend, 0.0, q, v), [[1.0, -2.2]], rtol=1e-15)
+    phi, phidot, gamma = constraint_terms(pend, 0.0, q, v)
+    np.testing.assert_allclose(phi, [0.25 + 1.21 - 1.69], rtol=1e-14)
+    np.testing.assert_allclose(phidot, [2 * (0.5 * 0.8 - 1.1 * 0.2)], rtol=1e-14)
+    # Φ̈ = 2 q·v̇ + 2 |v|²  →  γ = −2 |v|².
+    np.testing.assert_allclose(gamma, [-2 * (0.64 + 0.04)], rtol=1e-14)
+
+
+def test_prescribed_motion_rhs_has_explicit_time_terms():
+    drv = Driven()
+    t, q, v = 0.21, jnp.array([0.05, 0.3]), jnp.array([1.5, -0.2])
+    a, w = drv.amp, drv.omega
+    np.testing.assert_allclose(constraint_jacobian(drv, t, q, v), [[-1.0, 0.0]])
+    np.testing.assert_allclose(
+        velocity_constraints(drv, t, q, v), [a * w * np.cos(w * t) - 1.5], rtol=1e-14
+    )
+    # Φ̈ = −A ω² sin ωt − ẍ = Φ_v v̇ − γ  →  γ = A ω² sin ωt.
+    np.testing.assert_allclose(
+        acceleration_rhs(drv, t, q, v), [a * w**2 * np.sin(w * t)], rtol=1e-14
+    )
+
+
+def test_nonidentity_kinematic_map_enters_jacobian_and_rhs():
+    wheel = Wheel()
+    theta, omega, t = 0.9, 2.5, 0.4
+    q, v = jnp.array([np.cos(theta), np.sin(theta)]), jnp.array([omega])
+    # Φ = cos θ − c(t):  Φ_v = −sin θ,  Φ̇ = −sin θ ω − 0.2 t,
+    # Φ̈ = −sin θ ω̇ − cos θ ω² − 0.2  →  γ = cos θ ω² + 0.2.
+    np.testing.assert_allclose(constraint_jacobian(wheel, t, q, v), [[-np.sin(theta)]])
+    np.testing.assert_allclose(
+        velocity_constraints(wheel, t, q, v), [-np.sin(theta) * omega - 0.2 * t], rtol=1e-14
+    )
+    np.testing.assert_allclose(
+        acceleration_rhs(wheel, t, q, v), [np.cos(theta) * omega**2 + 0.2], rtol=1e-14
+    )
+
+
+# --------------------------------------------------------------------------- equations of motion
+
+
+@pytest.mark.parametrize("kkt", [LeastSquaresKKT(), AugmentedLagrangianKKT()], ids=["lsq", "al"])
+def test_pendulum_accelerations_match_newton(kkt):
+    pend = Pendulum()
+    theta, theta_dot = 0.7, -1.9
+    q, v = pendulum_state(theta, theta_dot, pend.length)
+    vdot, lam = accelerations(pend, 0.0, q, v, kkt_solver=kkt)
+    # Along the rod: T − m g cos θ = m L θ̇²; across: θ̈ = −(g/L) sin θ.
+    tension = pend.m * (G * np.cos(theta) + pend.length * theta_dot**2)
+    theta_ddot = -G / pend.length * np.sin(theta)
+    ref = pend.length * np.array(
+        [
+            theta_ddot * np.cos(theta) - theta_dot**2 * np.sin(theta),
+            theta_ddot * np.sin(theta) + theta_dot**2 * np.cos(theta),
+        ]
+    )
+    np.testing.assert_allclose(vdot, ref, rtol=1e-10, atol=1e-12)
+    # Constraint force −Φ_vᵀ λ = −2 λ q has magnitude 2 λ L = T.
+    np.testing.assert_allclose(2 * lam[0] * pend.length, tension, rtol=1e-10)
+
+
+def test_baumgarte_terms_enter_only_off_the_manifold():
+    pend = Pendulum()
+    q, v = pendulum_state(0.3, 1.0, pend.length)
+    a0, _ = accelerations(pend, 0.0, q, v, baumgarte=(0.0, 0.0))
+    a1, _ = accelerations(pend, 0.0, q, v, baumgarte=(50.0, 50.0))
+    np.testing.assert_allclose(a1, a0, rtol=1e-10, atol=1e-12)
+    # Off the manifold: Φ̈ = −2αΦ̇ − β²Φ exactly.
+    q_off, v_off = 1.01 * q, v + 0.02 * q
+    alpha, beta = 7.0, 11.0
+    a, _ = accelerations(pend, 0.0, q_off, v_off, baumgarte=(alpha, beta))
+    phi, phidot, gamma = constraint_terms(pend, 0.0, q_off, v_off)
+    jac = constraint_jacobian(pend, 0.0, q_off, v_off)
+    np.testing.assert_allclose(jac @ a - gamma, -2 * alpha * phidot - beta**2 * phi, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kkt", [LeastSquaresKKT(), AugmentedLagrangianKKT()], ids=["lsq", "al"])
+def test_redundant_constraints_same_motion_shared_reaction(kkt):
+    single, double = Pendulum(), Pendulum(copies=2)
+    q, v = pendulum_state(1.1, 0.6, single.length)
+    a1, lam1 = accelerations(single, 0.0, q, v, kkt_solver=kkt)
+    a2, lam2 = accelerations(double, 0.0, q, v, kkt_solver=kkt)
+    assert np.all(np.isfinite(a2)) and np.all(np.isfinite(lam2))
+    np.testing.assert_allclose(a2, a1, rtol=1e-9)
+    np.testing.assert_allclose(lam2, [lam1[0] / 2] * 2, rtol=1e-9)
+
+    # Derivatives through the rank-deficient solve: finite and equal to the regular ones.
+    @jax.jit
+    def jac(system):
+        return jax.jacrev(lambda q_: accelerations(system, 0.0, q_, v, kkt_solver=kkt)[0])(q)
+
+    j1, j2 = jac(single), jac(double)
+    assert np.all(np.isfinite(j2))
+    np.testing.assert_allclose(j2, j1, rtol=1e-8, atol=1e-10)
+
+
+def test_accelerations_gradient_matches_finite_differences():
+    q, v = pendulum_state(0.4, 1.2, 1.3)
+
+    @jax.jit
+    def f(p):
+        m, length = p
+        return accelerations(Pendulum(m=m, length=length), 0.0, q * length / 1.3, v)[1][0]
+
+    p = jnp.array([0.7, 1.3])
+    grad = jax.jit(jax.grad(f))(p)
+    h = 1e-6
+    fd = [(f(p.at[i].add(h)) - f(p.at[i].add(-h))) / (2 * h) for i in range(2)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-7)
+
+
+def test_singular_mass_matrix_is_an_error_unless_the_constraints_fix_it():
+    q, v = jnp.zeros(2), jnp.zeros(2)
+    singular = Free(jnp.array([1.0, 0.0]))
+    with pytest.raises(Exception, match="mass matrix is singular"):
+        accelerations(singular, 0.0, q, v)
+    with pytest.raises(Exception, match="mass matrix is singular"):
+        jax.jit(lambda q_: accelerations(singular, 0.0, q_, v))(q)
+    with pytest.raises(Exception, match="mass matrix is singular"):
+        accelerations(Free(jnp.array([1.0, -2.0])), 0.0, q, v)
+    vdot, _ = accelerations(singular, 0.0, q, v, check=False)
+    assert np.all(np.isnan(vdot))
+    # A massless coordinate held by a constraint is fine: its acceleration is the constraint's.
+    vdot, lam = accelerations(Free(jnp.array([1.0, 0.0]), fix_second=True), 0.0, q, v)
+    np.testing.assert_allclose(vdot, [1.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(lam, [2.0], rtol=1e-12)  # M v̇ + Φ_vᵀ λ = Q, Φ_v = [0, 1]
+    assert bool(mass_is_definite(jnp.diag(jnp.array([1.0, 0.0])), jnp.array([[0.0, 1.0]])))
+    assert not bool(mass_is_definite(jnp.diag(jnp.array([1.0, 0.0])), jnp.array([[1.0, 0.0]])))
+
+
+def test_vmap_and_jit_over_parameters():
+    q, v = pendulum_state(0.5, 0.0, 1.0)
+    lengths = jnp.linspace(0.5, 2.0, 5)
+
+    def lam(length):
+        return accelerations(Pendulum(length=length), 0.0, q * length, v)[1][0]
+
+    batched = jax.jit(jax.vmap(lam))(lengths)
+    np.testing.assert_allclose(batched, [lam(x) for x in lengths], rtol=1e-13)
+
+
+def test_project_state_onto_position_and_velocity_constraints():
+    pend = Pendulum(copies=2)  # redundant on purpose
+    q, v = jnp.array([0.9, -1.0]), jnp.array([0.3, 0.7])
+    qp, vp = project_state(pend, 0.0, q, v, iterations=5)
+    assert abs(float(jnp.linalg.norm(qp)) - pend.length) < 1e-14
+    assert abs(float(qp @ vp)) < 1e-14
+    # Minimum-norm corrections: q moves radially, v loses exactly its radial part (M ∝ I).
+    np.testing.assert_allclose(qp, q * pend.length / jnp.linalg.norm(q), rtol=1e-12)
+    np.testing.assert_allclose(vp, v - (v @ qp) / (qp @ qp) * qp, rtol=1e-12)
