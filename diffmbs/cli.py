@@ -389,11 +389,105 @@ def _run_srs_command(args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# simulate
+# --------------------------------------------------------------------------------------------
+
+SIMULATE_DESCRIPTION = """\
+Simulate a shock test from a TOML job file: one run per [[experiments]] table (or one run),
+from the model's initial state (static equilibrium, hammer about to strike).
+
+For every experiment it writes under --out:
+  NAME_timehistory.csv  time_s and every sensor of the model; accelerations in the [srs] unit
+  NAME_srs.csv/.png     the SRS of the [simulation] sensor, at the frequencies of the
+                        experiment's measured SRS file if it has one (drawn as the reference
+                        with +/-3 and +/-6 dB bands), else over [srs] f_min..f_max
+See diffmbs/config.py (or data/mwsm/fit_demo.toml) for the job file layout.
+"""
+
+
+def _add_simulate_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="simulate the tests of a TOML job file; write time histories and SRS",
+        description=SIMULATE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="TOML job file")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output folder (default runs/<job file stem>)"
+    )
+    parser.set_defaults(run=_run_simulate_command)
+
+
+def simulate_experiment(job, experiment):
+    """Simulate one experiment of a job; return (times s, sensors in SI, SRS freqs Hz)."""
+    from diffmbs.config import ConfigError
+    from diffmbs.integrate import simulate
+
+    ts = job.simulation.sample_times()
+    q0, v0 = experiment.model.initial_state()
+    solution = simulate(
+        experiment.model,
+        q0,
+        v0,
+        ts,
+        rtol=job.simulation.rtol,
+        atol=job.simulation.atol,
+        max_steps=job.simulation.max_steps,
+    )
+    sensors = {name: np.asarray(values) for name, values in solution.sensors.items()}
+    if job.simulation.sensor not in sensors:
+        raise ConfigError(
+            f"simulation.sensor: {job.simulation.sensor!r} is not a sensor of model "
+            f"{job.model_name!r}; one of {', '.join(sensors)}"
+        )
+    if experiment.srs_path is not None:
+        freqs, _ = read_spectrum_csv(experiment.srs_path)
+    else:
+        srs = job.srs
+        freqs = octave_frequencies(srs.f_min, srs.f_max, srs.per_octave)
+    return ts, sensors, freqs
+
+
+def _run_simulate_command(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
+    from diffmbs.config import load_job
+
+    job = load_job(args.config)
+    out_dir = args.out or Path("runs") / job.path.stem
+    units = job.srs.units
+    for experiment in tqdm(job.experiments, desc="simulate", unit="test", disable=None):
+        ts, sensors, freqs = simulate_experiment(job, experiment)
+        scale = {k: acceleration_scale(units) if "acceleration" in k else 1.0 for k in sensors}
+        write_csv_atomic(
+            Path(out_dir) / f"{experiment.name}_timehistory.csv",
+            ["time_s", *(f"{k} [{units if 'acceleration' in k else 'SI'}]" for k in sensors)],
+            [ts, *(v / scale[k] for k, v in sensors.items())],
+        )
+        record = AccelerationRecord(
+            experiment.name, float(ts[1] - ts[0]),
+            {job.simulation.sensor: sensors[job.simulation.sensor]}, ts,
+        )
+        reference = None
+        if experiment.srs_path is not None:
+            ref_freqs, ref_values = read_spectrum_csv(experiment.srs_path)
+            reference = (ref_freqs, ref_values, f"measured ({experiment.srs_path.name})")
+        csv_path, png_path, _ = run_srs(
+            [record], freqs, damping=job.srs.damping, kind=job.srs.kind, output_units=units,
+            out_dir=out_dir, name=experiment.name, reference=reference,
+        )
+        print(csv_path)
+        print(png_path)
+
+
+# --------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "srs": _add_srs_command,
+    "simulate": _add_simulate_command,
 }
 """Command name → function adding its sub-parser (which sets ``run``)."""
 

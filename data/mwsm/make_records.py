@@ -26,7 +26,7 @@ import scipy.signal
 import diffmbs
 from diffmbs.contact import damping_from_restitution, hunt_crossley_force
 from diffmbs.io import write_csv_atomic
-from diffmbs.models.mwsm import ANVIL_LB, BED_LB, EQUIPMENT_KG, FT, G, HAMMER_LB, INCH, LB
+from diffmbs.models.mwsm import ANVIL_LB, BED_LB, EQUIPMENT_KG, FT, HAMMER_LB, INCH, LB, G
 from diffmbs.srs import octave_frequencies, shock_response_spectrum
 from diffmbs.system import MechanicalSystem
 
