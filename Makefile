@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo demo-srs test lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m diffmbs.demo --out runs/demo
+	$(BIN)/diffmbs fit data/mwsm/fit_demo.toml --out runs/demo
+
+demo-srs: $(STAMP)
+	$(BIN)/python -m diffmbs.demo --out runs/demo-srs
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,6 +30,7 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/srs.py
+	$(BIN)/python benchmarks/mwsm.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache build *.egg-info

@@ -25,6 +25,7 @@ __all__ = [
     "first_call",
     "machine_info",
     "markdown_table",
+    "pass_fail",
     "print_table",
     "time_median",
     "utc_timestamp",
@@ -164,6 +165,11 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def pass_fail(ok: bool) -> str:
+    """``"PASS"`` or ``"FAIL"`` for a bar."""
+    return "PASS" if ok else "FAIL"
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

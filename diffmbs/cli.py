@@ -482,12 +482,67 @@ def _run_simulate_command(args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# fit
+# --------------------------------------------------------------------------------------------
+
+FIT_DESCRIPTION = """\
+Fit model parameters to measured shock response spectra, all tests of a TOML job file jointly.
+
+The misfit is the mean square of 20 log10(SRS_simulated / SRS_measured) over the measured
+frequencies of every experiment; gradients come from the simulation itself (forward-mode
+automatic differentiation), not from finite differences. The job file's [[parameters]] name
+the fitted model fields with bounds and transforms (per_experiment = true gives each test its
+own value); [fit] chooses the method (levenberg_marquardt, gauss_newton, adam, lbfgs), the
+iteration budget and an optional Latin-hypercube multi-start scored in one batch.
+
+Writes into --out: result.json (parameters, standard deviations and correlations from the
+Gauss-Newton covariance, loss history, per-frequency dB residuals, fraction of points within
++/-3 and +/-6 dB), srs_<test>.png (fit over measurement with +/-3/+/-6 dB bands),
+convergence.png, correlation.png, sensitivity_<test>.csv/.png (dB per unit ln(parameter)), and
+checkpoint.npz every few iterations: after an interruption, run the same command with --resume.
+"""
+
+
+def _add_fit_command(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "fit",
+        help="fit model parameters to measured SRS (TOML job file)",
+        description=FIT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", type=Path, metavar="CONFIG", help="TOML job file")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output folder (default runs/<job file stem>)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the checkpoint in --out"
+    )
+    parser.add_argument(
+        "--max-iterations", type=int, default=None, metavar="N",
+        help="override [fit] max_iterations",
+    )
+    parser.set_defaults(run=_run_fit_command)
+
+
+def _run_fit_command(args: argparse.Namespace) -> None:
+    from identification import run_fit_job
+
+    out_dir = args.out or Path("runs") / args.config.stem
+    result = run_fit_job(
+        args.config, out_dir, resume=args.resume, max_iterations=args.max_iterations
+    )
+    print(result.summary())
+    print(f"report: {Path(out_dir) / 'result.json'}")
+
+
+# --------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "srs": _add_srs_command,
     "simulate": _add_simulate_command,
+    "fit": _add_fit_command,
 }
 """Command name → function adding its sub-parser (which sets ``run``)."""
 

@@ -1,5 +1,83 @@
 """identification: fitting diffmbs models to measurements (SRS or time histories).
 
-The fitting toolkit (parameter spaces, experiments, misfits, fitters, sensitivities) arrives with
-the first end-to-end identification; see ARCHITECTURE.md.
+Generic over any model pytree (an ``equinox.Module``):
+
+* :class:`ParameterSpace` of :class:`Parameter` — named paths into the model, bounds,
+  transforms (log / bounded / linear), shared or per-test;
+* experiments — :class:`SRSExperiment`, :class:`TimeHistoryExperiment`,
+  :class:`FunctionExperiment` — one record each, with its own test model;
+* :class:`Problem` — residuals, loss and Jacobian as pure functions of the unconstrained ``z``;
+* fitters — :class:`LevenbergMarquardt`, :class:`GaussNewton`, :class:`Adam`, :class:`LBFGS` —
+  run by :func:`fit` (progress, checkpoints, resume) after an optional :func:`multistart`;
+* :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
+  identifiability; ``save`` writes JSON and figures;
+* :func:`srs_sensitivity`, :func:`sweep` — scaled sensitivities and batched forward runs;
+* :func:`run_fit_job` — a whole fit from a TOML job file (``diffmbs fit``).
+
+Importing it imports :mod:`diffmbs`, which switches JAX to float64.
 """
+
+import diffmbs  # noqa: F401  (float64)
+from identification._experiments import (
+    DB_FLOOR,
+    AbstractExperiment,
+    FunctionExperiment,
+    SRSExperiment,
+    TimeHistoryExperiment,
+    misfit_report,
+)
+from identification._fit import (
+    LBFGS,
+    AbstractFitter,
+    Adam,
+    GaussNewton,
+    LevenbergMarquardt,
+    Starts,
+    fit,
+    halton,
+    latin_hypercube,
+    multistart,
+    sample_values,
+)
+from identification._job import FIT_METHODS, FitSettings, problem_from_job, run_fit_job
+from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
+from identification._problem import Problem
+from identification._results import FitResult, gauss_newton_covariance, load_result
+from identification._sensitivity import save_sensitivity, srs_sensitivity
+from identification._sweep import grid_values, lhs_values, sweep
+
+__all__ = [
+    "DB_FLOOR",
+    "FIT_METHODS",
+    "FitSettings",
+    "LBFGS",
+    "TRANSFORMS",
+    "AbstractExperiment",
+    "AbstractFitter",
+    "Adam",
+    "FitResult",
+    "FunctionExperiment",
+    "GaussNewton",
+    "LevenbergMarquardt",
+    "Parameter",
+    "ParameterSpace",
+    "Problem",
+    "SRSExperiment",
+    "Starts",
+    "TimeHistoryExperiment",
+    "fit",
+    "gauss_newton_covariance",
+    "grid_values",
+    "halton",
+    "latin_hypercube",
+    "lhs_values",
+    "load_result",
+    "misfit_report",
+    "multistart",
+    "problem_from_job",
+    "run_fit_job",
+    "sample_values",
+    "save_sensitivity",
+    "srs_sensitivity",
+    "sweep",
+]

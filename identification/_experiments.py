@@ -1,0 +1,491 @@
+"""Experiments: one measured record with the model of its test setup, and its misfit.
+
+An experiment holds the model of one test (the machine with that test's settings: drop height,
+payload, anvil…), what was measured, and how to compare a prediction with it. The fitting
+machinery only needs two methods, both pure functions of a model (same pytree structure as
+``experiment.model``, with some leaves replaced by the fitted parameters):
+
+* ``predict(model) -> array`` — the simulated counterpart of ``measured`` (an SRS curve, a time
+  history), same shape, SI units;
+* ``residuals(model) -> array`` — the weighted misfit, dimensionless (dB for spectra), shape
+  ``(n_residuals,)``. The fit minimises the mean of their squares over all experiments.
+  Experiments implement it as ``residuals_from_prediction(predict(model))``, so that one
+  simulation gives both the curve and the misfit.
+
+Concrete experiments:
+
+* :class:`SRSExperiment` — simulate, take one sensor's acceleration, its SRS at given natural
+  frequencies, and compare in dB: ``r = w · 20 log10(SRS_sim / SRS_meas)``;
+* :class:`TimeHistoryExperiment` — simulate and compare a sensor sample by sample:
+  ``r = w · (sim − meas) / scale``;
+* :class:`FunctionExperiment` — any ``predict_fn(model)`` (closed forms, surrogates, models that
+  are not simulated), compared in dB or linearly.
+
+Simulation failures do not stop a fit: by default ``simulate`` runs with ``throw=False``, and a
+failed run predicts NaN (so its residuals are NaN and a Levenberg–Marquardt trial step there is
+rejected). Pass ``simulate_kwargs={"throw": True}`` to raise instead.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+
+from diffmbs.integrate import simulate
+from diffmbs.srs import KINDS, shock_response_spectrum
+
+__all__ = [
+    "DB_FLOOR",
+    "AbstractExperiment",
+    "FunctionExperiment",
+    "SRSExperiment",
+    "TimeHistoryExperiment",
+    "misfit_report",
+]
+
+DB_FLOOR = 1e-12
+"""A predicted spectrum value below ``DB_FLOOR × measured`` counts as that (−240 dB): the log
+of zero or of a negative number never makes a NaN or an infinite residual."""
+
+
+def _db_residuals(sim: Array, meas: Array, weights: Array) -> Array:
+    """``w · 20 log10(max(sim, floor·meas) / meas)``; NaN in ``sim`` propagates (failed run)."""
+    ratio = jnp.maximum(sim, DB_FLOOR * meas) / meas
+    return weights * 20.0 * jnp.log10(ratio)
+
+
+def _vector(x: ArrayLike, what: str, name: str, n: int | None = None) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(
+            f"experiment {name!r}: {what} must be a non-empty 1-D array, got {arr.shape}"
+        )
+    if n is not None and arr.size != n:
+        raise ValueError(f"experiment {name!r}: {what} has {arr.size} values, expected {n}")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"experiment {name!r}: {what}[{i}] = {arr[i]} is not finite")
+    return arr
+
+
+def _weights(weights: ArrayLike | None, n: int, name: str) -> Array:
+    if weights is None:
+        return jnp.ones(n)
+    w = _vector(weights, "weights", name, n)
+    if (w < 0).any():
+        i = int(np.argmax(w < 0))
+        raise ValueError(f"experiment {name!r}: weights[{i}] = {w[i]} is negative")
+    return jnp.asarray(w)
+
+
+def _positive(x: np.ndarray, what: str, name: str) -> None:
+    if (x <= 0).any():
+        i = int(np.argmax(x <= 0))
+        raise ValueError(f"experiment {name!r}: {what}[{i}] = {x[i]} must be > 0 (compared in dB)")
+
+
+def _uniform_dt(ts: np.ndarray, name: str) -> float:
+    if ts.size < 2:
+        raise ValueError(f"experiment {name!r}: ts needs at least 2 samples")
+    steps = np.diff(ts)
+    dt = float((ts[-1] - ts[0]) / (ts.size - 1))
+    if not dt > 0 or np.max(np.abs(steps - dt)) > 1e-6 * dt:
+        i = int(np.argmax(np.abs(steps - dt)))
+        raise ValueError(
+            f"experiment {name!r}: ts must be uniformly sampled and increasing; step {i} is "
+            f"{steps[i]:.9g} s against the mean {dt:.9g} s"
+        )
+    return dt
+
+
+def _initial_state(model: Any, name: str):
+    if not callable(getattr(model, "initial_state", None)):
+        raise ValueError(
+            f"experiment {name!r}: the model ({type(model).__name__}) must define "
+            "initial_state() -> (q0, v0)"
+        )
+    return model.initial_state()
+
+
+def _check_sensor(model: Any, sensor: str, t0: float, name: str) -> None:
+    q0, v0 = _initial_state(model, name)
+    q0, v0 = jnp.asarray(q0, float), jnp.asarray(v0, float)
+    shapes = jax.eval_shape(model.sensors, jnp.asarray(t0), q0, v0, v0)
+    if sensor not in shapes:
+        raise ValueError(
+            f"experiment {name!r}: the model has no sensor {sensor!r}; it has "
+            f"{', '.join(sorted(shapes)) or 'none'}"
+        )
+    if shapes[sensor].shape != ():
+        raise ValueError(
+            f"experiment {name!r}: sensor {sensor!r} must be a scalar, got shape "
+            f"{shapes[sensor].shape}"
+        )
+
+
+def _simulated_sensor(model: Any, ts: Array, sensor: str, kwargs: dict) -> Array:
+    """Sensor history ``(n_t,)`` from ``model.initial_state()``; NaN where the run failed."""
+    q0, v0 = model.initial_state()
+    sol = simulate(model, q0, v0, ts, **kwargs)
+    out = sol.sensors[sensor]
+    ok = sol.successful & jnp.all(jnp.isfinite(out))
+    # Zeros (not inf) downstream of a failure keep the SRS's own finiteness check quiet; the
+    # NaN is put back at the end.
+    return jnp.where(ok, out, 0.0), ok
+
+
+def _default_simulate_kwargs(kwargs: dict | None) -> dict:
+    merged: dict[str, Any] = {"adjoint": diffrax.ForwardMode(), "throw": False}
+    merged.update(kwargs or {})
+    return merged
+
+
+class AbstractExperiment(eqx.Module):
+    """One measured record and the model of its test.
+
+    Attributes every experiment has: ``name`` (unique in a problem), ``model`` (the test's
+    model, the template into which :class:`~identification.ParameterSpace` writes parameters)
+    and ``measured`` (shape ``(n,)``, SI). Plots and reports read ``abscissa`` (frequencies in Hz
+    or times in s, shape ``(n,)``), ``abscissa_label``, ``units`` (of ``measured``) and
+    ``in_db`` (whether the misfit is a level ratio in dB).
+    """
+
+    name: eqx.AbstractVar[str]
+    model: eqx.AbstractVar[Any]
+    measured: eqx.AbstractVar[Array]
+
+    @abc.abstractmethod
+    def predict(self, model: Any) -> Array:
+        """Prediction of ``measured`` (same shape, SI) by ``model``."""
+
+    @abc.abstractmethod
+    def residuals_from_prediction(self, prediction: Array) -> Array:
+        """Weighted, dimensionless misfit of a prediction, shape ``(n_residuals,)``."""
+
+    def residuals(self, model: Any) -> Array:
+        """Weighted, dimensionless misfit of ``model``, shape ``(n_residuals,)``."""
+        return self.residuals_from_prediction(self.predict(model))
+
+    @property
+    @abc.abstractmethod
+    def abscissa(self) -> np.ndarray:
+        """x values of ``measured`` for plots, shape ``(n,)``."""
+
+    @property
+    def abscissa_label(self) -> str:
+        return "Natural frequency (Hz)" if self.in_db else "Time (s)"
+
+    @property
+    def in_db(self) -> bool:
+        return True
+
+    @property
+    def units(self) -> str:
+        return "m/s²"
+
+
+class SRSExperiment(AbstractExperiment):
+    """A measured shock response spectrum at one sensor.
+
+    **Arguments** (SI):
+
+    - ``name``: unique label.
+    - ``model``: the test's :class:`~diffmbs.system.MechanicalSystem`, which must define
+      ``initial_state() -> (q0 (n_q,), v0 (n_v,))`` (as a function of its own leaves, so that
+      fitted initial conditions propagate) and a scalar sensor ``sensor`` (an acceleration).
+    - ``ts`` ``(n_t,)`` s: uniformly spaced sample times of the simulated record; ``dt`` is
+      their spacing.
+    - ``freqs`` ``(n_freq,)`` Hz: natural frequencies of the SRS (below Nyquist).
+    - ``measured_srs`` ``(n_freq,)``: the measured SRS, > 0, in the unit of the sensor (m/s²).
+    - ``damping``, ``kind``, ``smooth``: see :func:`diffmbs.srs.shock_response_spectrum`
+      (``smooth`` = a log-sum-exp temperature for smoother gradients, ``None`` = exact max).
+    - ``weights`` ``(n_freq,)``: non-negative weights of the dB residuals (default 1).
+    - ``simulate_kwargs``: passed to :func:`diffmbs.simulate`; defaults
+      ``{"adjoint": diffrax.ForwardMode(), "throw": False}``, which suits the forward-mode
+      Jacobians that Levenberg–Marquardt uses (``Problem(jac="fwd")``, the default). For
+      reverse mode (``Problem(jac="bwd")``) pass ``{"adjoint":
+      diffrax.RecursiveCheckpointAdjoint()}``.
+
+    ``residuals = w · 20 log10(SRS_sim / SRS_meas)`` in dB, shape ``(n_freq,)``.
+    """
+
+    name: str = eqx.field(static=True)
+    model: Any
+    sensor: str = eqx.field(static=True)
+    ts: Array
+    freqs: tuple[float, ...] = eqx.field(static=True)
+    measured: Array
+    weights: Array
+    damping: float = eqx.field(static=True)
+    kind: str = eqx.field(static=True)
+    smooth: float | None = eqx.field(static=True)
+    simulate_kwargs: dict[str, Any]
+    dt: float = eqx.field(static=True)
+
+    def __init__(
+        self,
+        name: str,
+        model: Any,
+        sensor: str,
+        ts: ArrayLike,
+        freqs: ArrayLike,
+        measured_srs: ArrayLike,
+        damping: float = 0.05,
+        kind: str = "maximax",
+        weights: ArrayLike | None = None,
+        smooth: float | None = None,
+        simulate_kwargs: dict[str, Any] | None = None,
+    ):
+        self.name = name
+        ts_np = _vector(ts, "ts", name)
+        self.dt = _uniform_dt(ts_np, name)
+        freqs_np = _vector(freqs, "freqs", name)
+        _positive(freqs_np, "freqs", name)
+        nyquist = 0.5 / self.dt
+        if freqs_np.max() >= nyquist:
+            raise ValueError(
+                f"experiment {name!r}: frequency {freqs_np.max():g} Hz is at or above the "
+                f"Nyquist frequency {nyquist:g} Hz of ts"
+            )
+        meas = _vector(measured_srs, "measured_srs", name, freqs_np.size)
+        _positive(meas, "measured_srs", name)
+        if kind not in KINDS:
+            raise ValueError(f"experiment {name!r}: kind must be one of {', '.join(KINDS)}")
+        if not 0 <= damping < 1:
+            raise ValueError(f"experiment {name!r}: damping ratio {damping} not in [0, 1)")
+        _check_sensor(model, sensor, float(ts_np[0]), name)
+        self.model = model
+        self.sensor = sensor
+        self.ts = jnp.asarray(ts_np)
+        self.freqs = tuple(float(f) for f in freqs_np)
+        self.measured = jnp.asarray(meas)
+        self.weights = _weights(weights, freqs_np.size, name)
+        self.damping = float(damping)
+        self.kind = kind
+        self.smooth = smooth
+        self.simulate_kwargs = _default_simulate_kwargs(simulate_kwargs)
+
+    @property
+    def abscissa(self) -> np.ndarray:
+        return np.asarray(self.freqs)
+
+    def time_history(self, model: Any) -> Array:
+        """The simulated sensor record, shape ``(n_t,)`` (NaN if the simulation failed)."""
+        out, ok = _simulated_sensor(model, self.ts, self.sensor, self.simulate_kwargs)
+        return jnp.where(ok, out, jnp.nan)
+
+    def predict(self, model: Any) -> Array:
+        """Simulated SRS, shape ``(n_freq,)`` (NaN if the simulation failed)."""
+        accel, ok = _simulated_sensor(model, self.ts, self.sensor, self.simulate_kwargs)
+        srs = shock_response_spectrum(
+            accel,
+            self.dt,
+            np.asarray(self.freqs),
+            damping=self.damping,
+            kind=self.kind,
+            smooth=self.smooth,
+        )
+        return jnp.where(ok, srs, jnp.nan)
+
+    def residuals_from_prediction(self, prediction: Array) -> Array:
+        return _db_residuals(prediction, self.measured, self.weights)
+
+
+class TimeHistoryExperiment(AbstractExperiment):
+    """A measured time history at one sensor, compared sample by sample.
+
+    - ``model``, ``sensor``, ``simulate_kwargs``: as :class:`SRSExperiment` (``ts`` need not be
+      uniform).
+    - ``ts`` ``(n_t,)`` s and ``measured`` ``(n_t,)`` (SI): the record.
+    - ``weights`` ``(n_t,)``: non-negative (default 1).
+    - ``scale``: divides the residuals, in the unit of the sensor; default the RMS of
+      ``measured`` (1 if that is 0), so the residuals are dimensionless.
+
+    ``residuals = w · (sim − meas) / scale``, shape ``(n_t,)``.
+    """
+
+    name: str = eqx.field(static=True)
+    model: Any
+    sensor: str = eqx.field(static=True)
+    ts: Array
+    measured: Array
+    weights: Array
+    scale: float = eqx.field(static=True)
+    simulate_kwargs: dict[str, Any]
+
+    def __init__(
+        self,
+        name: str,
+        model: Any,
+        sensor: str,
+        ts: ArrayLike,
+        measured: ArrayLike,
+        weights: ArrayLike | None = None,
+        scale: float | None = None,
+        simulate_kwargs: dict[str, Any] | None = None,
+    ):
+        self.name = name
+        ts_np = _vector(ts, "ts", name)
+        if np.any(np.diff(ts_np) <= 0):
+            raise ValueError(f"experiment {name!r}: ts must be increasing")
+        meas = _vector(measured, "measured", name, ts_np.size)
+        _check_sensor(model, sensor, float(ts_np[0]), name)
+        if scale is None:
+            rms = float(np.sqrt(np.mean(meas**2)))
+            scale = rms if rms > 0 else 1.0
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"experiment {name!r}: scale must be positive, got {scale}")
+        self.model = model
+        self.sensor = sensor
+        self.ts = jnp.asarray(ts_np)
+        self.measured = jnp.asarray(meas)
+        self.weights = _weights(weights, ts_np.size, name)
+        self.scale = float(scale)
+        self.simulate_kwargs = _default_simulate_kwargs(simulate_kwargs)
+
+    @property
+    def abscissa(self) -> np.ndarray:
+        return np.asarray(self.ts)
+
+    @property
+    def in_db(self) -> bool:
+        return False
+
+    def predict(self, model: Any) -> Array:
+        out, ok = _simulated_sensor(model, self.ts, self.sensor, self.simulate_kwargs)
+        return jnp.where(ok, out, jnp.nan)
+
+    def residuals_from_prediction(self, prediction: Array) -> Array:
+        return self.weights * (prediction - self.measured) / self.scale
+
+
+class FunctionExperiment(AbstractExperiment):
+    """Any prediction ``predict_fn(model) -> (n,)`` compared with ``measured`` ``(n,)``.
+
+    - ``misfit="db"`` (default): ``r = w · 20 log10(pred / meas)`` (``measured`` > 0), as for
+      an SRS;
+    - ``misfit="linear"``: ``r = w · (pred − meas) / scale`` (``scale`` default 1).
+
+    ``predict_fn`` must be a pure JAX function of the model's leaves (it is jitted, vmapped and
+    differentiated); ``x`` ``(n,)`` is the abscissa for plots (default the frequencies
+    ``1..n``), ``x_label`` and ``units`` label them.
+    """
+
+    name: str = eqx.field(static=True)
+    model: Any
+    predict_fn: Callable[[Any], Array] = eqx.field(static=True)
+    measured: Array
+    weights: Array
+    misfit: str = eqx.field(static=True)
+    scale: float = eqx.field(static=True)
+    x: tuple[float, ...] = eqx.field(static=True)
+    x_label: str = eqx.field(static=True)
+    unit_label: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        name: str,
+        model: Any,
+        predict_fn: Callable[[Any], Array],
+        measured: ArrayLike,
+        *,
+        weights: ArrayLike | None = None,
+        misfit: Literal["db", "linear"] = "db",
+        scale: float = 1.0,
+        x: Sequence[float] | None = None,
+        x_label: str = "Natural frequency (Hz)",
+        units: str = "m/s²",
+    ):
+        self.name = name
+        meas = _vector(measured, "measured", name)
+        if misfit not in ("db", "linear"):
+            raise ValueError(f"experiment {name!r}: misfit must be 'db' or 'linear'")
+        if misfit == "db":
+            _positive(meas, "measured", name)
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"experiment {name!r}: scale must be positive, got {scale}")
+        shape = jax.eval_shape(predict_fn, model).shape
+        if shape != meas.shape:
+            raise ValueError(
+                f"experiment {name!r}: predict_fn(model) has shape {shape}, measured has "
+                f"{meas.shape}"
+            )
+        self.model = model
+        self.predict_fn = predict_fn
+        self.measured = jnp.asarray(meas)
+        self.weights = _weights(weights, meas.size, name)
+        self.misfit = misfit
+        self.scale = float(scale)
+        xs = np.arange(1, meas.size + 1.0) if x is None else _vector(x, "x", name, meas.size)
+        self.x = tuple(float(v) for v in xs)
+        self.x_label = x_label
+        self.unit_label = units
+
+    @property
+    def abscissa(self) -> np.ndarray:
+        return np.asarray(self.x)
+
+    @property
+    def abscissa_label(self) -> str:
+        return self.x_label
+
+    @property
+    def in_db(self) -> bool:
+        return self.misfit == "db"
+
+    @property
+    def units(self) -> str:
+        return self.unit_label
+
+    def predict(self, model: Any) -> Array:
+        return jnp.asarray(self.predict_fn(model))
+
+    def residuals_from_prediction(self, prediction: Array) -> Array:
+        pred = prediction
+        if self.misfit == "db":
+            return _db_residuals(pred, self.measured, self.weights)
+        return self.weights * (pred - self.measured) / self.scale
+
+
+def misfit_report(
+    simulated: ArrayLike, measured: ArrayLike, bands_db: Sequence[float] = (3.0, 6.0)
+) -> dict[str, Any]:
+    """Level errors of a spectrum in dB and how much of it lies inside tolerance bands.
+
+    Args:
+        simulated, measured: spectra of shape ``(n,)`` (measured > 0).
+        bands_db: half-widths of the tolerance bands, dB.
+
+    Returns:
+        ``{"db_error": [n floats], "rms_db", "max_abs_db", "mean_db", "within_3db",
+        "within_6db", …}``: ``db_error = 20 log10(sim/meas)`` (with the :data:`DB_FLOOR` guard;
+        NaN where ``simulated`` is NaN), its RMS, largest magnitude and mean (bias), and for each
+        band the fraction of points with ``|db_error| ≤ band`` (NaN counts as outside).
+    """
+    sim = np.asarray(simulated, dtype=np.float64)
+    meas = np.asarray(measured, dtype=np.float64)
+    if sim.shape != meas.shape:
+        raise ValueError(f"simulated {sim.shape} and measured {meas.shape} differ in shape")
+    if np.any(meas <= 0):
+        raise ValueError("measured spectrum values must be > 0 for a dB misfit")
+    err = 20.0 * np.log10(np.maximum(sim, DB_FLOOR * meas) / meas)
+    report: dict[str, Any] = {
+        "db_error": [float(e) for e in err],
+        "rms_db": float(np.sqrt(np.mean(err**2))),
+        "max_abs_db": float(np.max(np.abs(err))),
+        "mean_db": float(np.mean(err)),
+    }
+    finite = np.isfinite(err)
+    for band in bands_db:
+        inside = finite & (np.abs(np.where(finite, err, 0.0)) <= band)
+        report[f"within_{band:g}db"] = float(np.mean(inside))
+    return report

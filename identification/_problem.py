@@ -1,0 +1,234 @@
+"""A fitting problem: a parameter space and the experiments it is fitted to, as functions of z.
+
+:class:`Problem` turns a :class:`~identification.ParameterSpace` and a set of experiments into
+pure functions of the unconstrained vector ``z`` (shape ``(p,)``):
+
+* ``residuals(z)`` ``(m,)``: every experiment's weighted residuals, concatenated in order, each
+  computed on its own model with the parameters that apply to it written in;
+* ``loss(z)`` ``()``: ``mean(residuals²)`` (dB² for spectra);
+* ``jacobian(z)`` ``(m, p)``: ``∂residuals/∂z``.
+
+Derivatives. ``jac="fwd"`` (default) uses forward mode (``jax.jacfwd``, one tangent per
+parameter): the natural choice for the handful of parameters of a shock-machine model, and what
+simulate-based experiments need ``adjoint=diffrax.ForwardMode()`` for (the default of
+:class:`~identification.SRSExperiment`). The gradient of ``loss`` is then also taken in forward
+mode, ``∇loss = 2 Jᵀ r / m``, through a custom VJP, so reverse-mode users of the loss (optax's
+L-BFGS line search, ``jax.grad``) work without reverse-mode differentiation of the simulation.
+``jac="bwd"`` uses reverse mode (``jax.jacrev``, one cotangent per residual: cheaper when
+``m < p``) and needs a reverse-mode adjoint in the simulations
+(``diffrax.RecursiveCheckpointAdjoint()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike
+
+from identification._experiments import AbstractExperiment
+from identification._parameters import ParameterSpace
+
+__all__ = ["Problem", "evaluate", "loss_and_grad", "residuals_and_jacobian"]
+
+
+class Problem(eqx.Module):
+    """Parameters ``space`` fitted jointly to ``experiments``; see the module docstring.
+
+    ``Problem`` is a pytree (an ``equinox.Module``): its measured data and model leaves are
+    arrays, so problems of the same structure share compiled code. Construction validates that
+    experiment names are unique, that every per-test parameter names existing experiments, and
+    that every parameter path resolves in each experiment's model (ValueError naming the
+    parameter otherwise).
+    """
+
+    space: ParameterSpace
+    experiments: tuple[AbstractExperiment, ...]
+    jac: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        space: ParameterSpace,
+        experiments: Sequence[AbstractExperiment] | AbstractExperiment,
+        *,
+        jac: Literal["fwd", "bwd"] = "fwd",
+    ):
+        if isinstance(experiments, AbstractExperiment):
+            experiments = (experiments,)
+        experiments = tuple(experiments)
+        if not experiments:
+            raise ValueError("Problem needs at least one experiment")
+        names = [e.name for e in experiments]
+        for e in experiments:
+            if not isinstance(e, AbstractExperiment):
+                raise TypeError(f"expected experiments, got {type(e).__name__}")
+            if names.count(e.name) > 1:
+                raise ValueError(f"duplicate experiment name {e.name!r}")
+        for prm in space.parameters:
+            if prm.experiments is not None:
+                for name in prm.experiments:
+                    if name not in names:
+                        raise ValueError(
+                            f"parameter {prm.name!r} applies to experiment {name!r}, which is "
+                            f"not in the problem (experiments: {', '.join(names)})"
+                        )
+        for e in experiments:
+            space.validate(e.model, e.name)
+        unused = [p.name for p in space.parameters if not any(p.applies_to(n) for n in names)]
+        if unused:
+            raise ValueError(f"parameters {unused} apply to no experiment")
+        if jac not in ("fwd", "bwd"):
+            raise ValueError(f"jac must be 'fwd' or 'bwd', got {jac!r}")
+        self.space = space
+        self.experiments = experiments
+        self.jac = jac
+
+    # ---------------------------------------------------------------- sizes and names
+
+    @property
+    def n_parameters(self) -> int:
+        return len(self.space)
+
+    @property
+    def experiment_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.experiments)
+
+    def experiment(self, name: str) -> AbstractExperiment:
+        for e in self.experiments:
+            if e.name == name:
+                return e
+        raise KeyError(f"no experiment named {name!r}")
+
+    @property
+    def residual_slices(self) -> dict[str, slice]:
+        """Where each experiment's residuals sit in ``residuals(z)`` (static shapes)."""
+        z = jax.ShapeDtypeStruct((self.n_parameters,), jnp.float64)
+        out, start = {}, 0
+        for e in self.experiments:
+            n = jax.eval_shape(lambda z_, e_=e: self._residuals_of(e_, z_), z).shape[0]
+            out[e.name] = slice(start, start + n)
+            start += n
+        return out
+
+    @property
+    def n_residuals(self) -> int:
+        return max(s.stop for s in self.residual_slices.values())
+
+    # ---------------------------------------------------------------- functions of z
+
+    @property
+    def initial_z(self) -> Array:
+        return self.space.initial_z
+
+    def values(self, z: ArrayLike) -> Array:
+        """SI parameter values ``(p,)`` at ``z``."""
+        return self.space.from_unconstrained(z)
+
+    def model(self, z: ArrayLike, experiment: str) -> Any:
+        """The model of ``experiment`` with the parameters at ``z`` written in."""
+        return self.space.apply(self.experiment(experiment).model, self.values(z), experiment)
+
+    def _residuals_of(self, e: AbstractExperiment, z: ArrayLike) -> Array:
+        model = self.space.apply(e.model, self.values(z), e.name)
+        return jnp.ravel(e.residuals(model))
+
+    def predictions(self, z: ArrayLike) -> dict[str, Array]:
+        """Each experiment's prediction at ``z`` (same shape as its ``measured``)."""
+        vals = self.values(z)
+        return {
+            e.name: e.predict(self.space.apply(e.model, vals, e.name)) for e in self.experiments
+        }
+
+    def evaluate(self, z: ArrayLike) -> tuple[Array, dict[str, Array]]:
+        """``(residuals (m,), predictions)`` from one simulation per experiment."""
+        preds = self.predictions(jnp.asarray(z, dtype=float))
+        r = jnp.concatenate(
+            [jnp.ravel(e.residuals_from_prediction(preds[e.name])) for e in self.experiments]
+        )
+        return r, preds
+
+    def residuals(self, z: ArrayLike) -> Array:
+        """All weighted residuals at ``z``, shape ``(m,)``."""
+        z = jnp.asarray(z, dtype=float)
+        return jnp.concatenate([self._residuals_of(e, z) for e in self.experiments])
+
+    def jacobian(self, z: ArrayLike) -> Array:
+        """``∂residuals/∂z`` at ``z``, shape ``(m, p)`` (forward or reverse mode, ``jac``)."""
+        z = jnp.asarray(z, dtype=float)
+        if self.jac == "fwd":
+            return jax.jacfwd(self.residuals)(z)
+        return jax.jacrev(self.residuals)(z)
+
+    def residuals_and_jacobian(self, z: ArrayLike) -> tuple[Array, Array]:
+        """``(r (m,), J (m, p))``, sharing the primal evaluation."""
+        z = jnp.asarray(z, dtype=float)
+        if self.jac == "fwd":
+            jac, r = jax.jacfwd(lambda z_: (self.residuals(z_),) * 2, has_aux=True)(z)
+        else:
+            jac, r = jax.jacrev(lambda z_: (self.residuals(z_),) * 2, has_aux=True)(z)
+        return r, jac
+
+    def loss(self, z: ArrayLike) -> Array:
+        """``mean(residuals(z)²)``, a scalar; differentiable in either mode (see module)."""
+        z = jnp.asarray(z, dtype=float)
+        if self.jac == "fwd":
+            return _loss_fwd_grad(z, self)
+        return jnp.mean(self.residuals(z) ** 2)
+
+    def value_and_grad(self, z: ArrayLike) -> tuple[Array, Array]:
+        """``(loss (), ∇loss (p,))`` at ``z``."""
+        return jax.value_and_grad(self.loss)(jnp.asarray(z, dtype=float))
+
+
+# --------------------------------------------------------------------------- compiled kernels
+# Shared by every fitter and by the results, so that switching fitter, resuming or computing the
+# covariance does not compile the model again (problems of one structure share them too).
+
+
+@eqx.filter_jit
+def evaluate(problem: Problem, z: Array) -> tuple[Array, dict[str, Array]]:
+    """Compiled :meth:`Problem.evaluate`: ``(residuals (m,), predictions)``."""
+    return problem.evaluate(z)
+
+
+@eqx.filter_jit
+def residuals_and_jacobian(problem: Problem, z: Array) -> tuple[Array, Array]:
+    """Compiled :meth:`Problem.residuals_and_jacobian`: ``(r (m,), J (m, p))``."""
+    return problem.residuals_and_jacobian(z)
+
+
+@eqx.filter_jit
+def _value_and_grad(problem: Problem, z: Array) -> tuple[Array, Array]:
+    return problem.value_and_grad(z)
+
+
+def loss_and_grad(problem: Problem, z: ArrayLike) -> tuple[Array, Array]:
+    """``(loss, ∇loss (p,))``; with ``jac="fwd"`` from the compiled
+    :func:`residuals_and_jacobian` (``∇loss = 2 Jᵀ r / m``), else by reverse mode."""
+    z = jnp.asarray(z, dtype=float)
+    if problem.jac == "fwd":
+        r, jac = residuals_and_jacobian(problem, z)
+        return jnp.mean(r**2), 2.0 * (jac.T @ r) / r.shape[0]
+    return _value_and_grad(problem, z)
+
+
+@eqx.filter_custom_vjp
+def _loss_fwd_grad(z, problem):
+    return jnp.mean(problem.residuals(z) ** 2)
+
+
+@_loss_fwd_grad.def_fwd
+def _loss_fwd_grad_fwd(perturbed, z, problem):
+    del perturbed
+    r, jac = problem.residuals_and_jacobian(z)
+    grad = 2.0 * (jac.T @ r) / r.shape[0]
+    return jnp.mean(r**2), grad
+
+
+@_loss_fwd_grad.def_bwd
+def _loss_fwd_grad_bwd(grad, cotangent, perturbed, z, problem):
+    del perturbed, z, problem
+    return cotangent * grad

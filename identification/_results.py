@@ -1,0 +1,369 @@
+"""The outcome of a fit: parameters, misfits, uncertainty and identifiability; saved to disk.
+
+Uncertainty is the Gauss–Newton (linearised) covariance in the unconstrained coordinates ``z``::
+
+    cov_z = s² (JᵀJ)⁺,   s² = SSR / (m − p),   SSR = Σ rᵢ²
+
+with ``J = ∂r/∂z`` (``m × p``) at the optimum, the pseudo-inverse taken through the SVD of ``J``
+(singular values below ``rcond · σ_max`` dropped). For a ``"log"`` parameter ``std_z`` is the
+relative standard deviation of ``θ`` (to first order); for every parameter ``std`` is the SI
+standard deviation by the delta method, ``|dθ/dz| · std_z``.
+
+Identifiability. A right singular vector of ``J`` whose singular value is below
+``identifiability_tol · σ_max`` is a combination of parameters the data do not pin down: it is
+reported (its components by parameter name), and parameters with a component above 0.1 in such
+a direction get ``identifiable = False`` and an infinite standard deviation (the pseudo-inverse
+would otherwise silently report a finite value for them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from diffmbs.io import atomic_write
+from diffmbs.plotting import plot_srs
+from identification._experiments import misfit_report
+from identification._problem import evaluate, residuals_and_jacobian
+
+__all__ = ["FitResult", "gauss_newton_covariance", "load_result"]
+
+
+def gauss_newton_covariance(
+    jac: np.ndarray,
+    residuals: np.ndarray,
+    *,
+    rcond: float = 1e-12,
+    identifiability_tol: float = 1e-6,
+) -> dict[str, Any]:
+    """Linearised covariance of a least-squares fit.
+
+    Args:
+        jac: ``∂r/∂z`` at the optimum, shape ``(m, p)``.
+        residuals: ``r`` at the optimum, shape ``(m,)``.
+        rcond: relative cut-off of the singular values in the pseudo-inverse.
+        identifiability_tol: singular values below this fraction of the largest flag a
+            non-identifiable direction.
+
+    Returns:
+        ``{"covariance" (p, p), "std" (p,), "correlation" (p, p), "s2", "dof", "rank",
+        "singular_values" (p,), "null_directions" (list of (ratio, vector (p,))),
+        "identifiable" (p,) bool}``. With ``m ≤ p`` there is no residual degree of freedom:
+        ``s2`` is NaN and so are the covariances.
+    """
+    jac = np.asarray(jac, dtype=np.float64)
+    r = np.asarray(residuals, dtype=np.float64)
+    m, p = jac.shape
+    dof = m - p
+    ssr = float(r @ r)
+    s2 = ssr / dof if dof > 0 else math.nan
+    u, sv, vt = np.linalg.svd(jac, full_matrices=False)
+    del u
+    smax = float(sv[0]) if sv.size and sv[0] > 0 else 0.0
+    keep = sv > rcond * smax if smax > 0 else np.zeros_like(sv, dtype=bool)
+    inv = (vt[keep].T / sv[keep] ** 2) @ vt[keep]
+    cov = s2 * inv
+    weak = ~(sv > identifiability_tol * smax) if smax > 0 else np.ones_like(sv, dtype=bool)
+    null_dirs = [
+        (float(sv[i] / smax) if smax > 0 else 0.0, vt[i].copy()) for i in np.flatnonzero(weak)
+    ]
+    identifiable = np.ones(p, dtype=bool)
+    for _, vec in null_dirs:
+        identifiable &= np.abs(vec) <= 0.1
+    std = np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
+    std = np.where(identifiable, std, math.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = cov / np.outer(std, std)
+    corr = np.where(np.outer(identifiable, identifiable), corr, math.nan)
+    np.fill_diagonal(corr, 1.0)
+    return {
+        "covariance": cov,
+        "std": std,
+        "correlation": corr,
+        "s2": s2,
+        "dof": dof,
+        "rank": int(keep.sum()),
+        "singular_values": sv,
+        "null_directions": null_dirs,
+        "identifiable": identifiable,
+    }
+
+
+def _clean(x: Any) -> Any:
+    """JSON-safe copy: arrays to lists, non-finite floats to None."""
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_clean(v) for v in x]
+    if isinstance(x, np.ndarray | np.generic):
+        return _clean(x.tolist())
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    return x
+
+
+@dataclasses.dataclass
+class FitResult:
+    """Everything a fit produced (NumPy arrays and plain Python, SI units).
+
+    - ``parameter_names`` ``(p,)``, ``parameters`` (name → value, SI), ``units``,
+      ``transforms``, ``z`` ``(p,)``;
+    - ``loss`` (final ``mean(r²)``, dB² for spectra), ``loss_history`` (one value per iteration,
+      starting with the initial loss), ``iterations``, ``converged``, ``message``, ``fitter``;
+    - ``experiments``: name → ``{"abscissa", "abscissa_label", "units", "in_db", "predicted",
+      "measured", "residuals" (weighted), "misfit"}``; for dB experiments ``misfit`` is
+      :func:`~identification.misfit_report` (dB errors, RMS, fractions within ±3/±6 dB),
+      otherwise ``{"rms": …}`` of the residuals;
+    - uncertainty (see the module docstring): ``covariance_z`` ``(p, p)``, ``std_z``,
+      ``relative_std`` (``std_z`` for log parameters, ``std/|θ|`` otherwise), ``std`` (SI),
+      ``correlation`` ``(p, p)``, ``s2``, ``dof``, ``rank``, ``singular_values``,
+      ``non_identifiable`` (list of ``{"ratio", "direction": {name: component}}``),
+      ``identifiable`` (name → bool), ``outside_bounds`` (names whose value left the bounds).
+    """
+
+    parameter_names: list[str]
+    parameters: dict[str, float]
+    units: dict[str, str]
+    transforms: dict[str, str]
+    z: np.ndarray
+    loss: float
+    loss_history: list[float]
+    iterations: int
+    converged: bool
+    message: str
+    fitter: str
+    experiments: dict[str, dict[str, Any]]
+    covariance_z: np.ndarray
+    std_z: np.ndarray
+    relative_std: np.ndarray
+    std: np.ndarray
+    correlation: np.ndarray
+    s2: float
+    dof: int
+    rank: int
+    singular_values: np.ndarray
+    non_identifiable: list[dict[str, Any]]
+    identifiable: dict[str, bool]
+    outside_bounds: list[str]
+
+    @classmethod
+    def from_problem(
+        cls,
+        problem,
+        z: np.ndarray,
+        *,
+        loss_history: list[float] | None = None,
+        iterations: int = 0,
+        converged: bool = False,
+        fitter: str = "",
+        message: str = "",
+        rcond: float = 1e-12,
+        identifiability_tol: float = 1e-6,
+    ) -> FitResult:
+        """Evaluate ``problem`` at ``z`` (residuals, Jacobian, predictions) and assemble the
+        result."""
+        space = problem.space
+        z = np.asarray(z, dtype=np.float64)
+        _, preds = evaluate(problem, jnp.asarray(z))
+        r, jac = residuals_and_jacobian(problem, jnp.asarray(z))
+        r, jac = np.asarray(r), np.asarray(jac)
+        values = np.asarray(space.from_unconstrained(jnp.asarray(z)))
+        names = list(space.names)
+        unc = gauss_newton_covariance(jac, r, rcond=rcond, identifiability_tol=identifiability_tol)
+        dtheta_dz = np.asarray(space.dvalues_dz(jnp.asarray(z)))
+        std_z = unc["std"]
+        std = np.abs(dtheta_dz) * std_z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.array(
+                [
+                    std_z[i] if prm.transform == "log" else std[i] / abs(values[i])
+                    for i, prm in enumerate(space.parameters)
+                ]
+            )
+        experiments: dict[str, dict[str, Any]] = {}
+        slices = problem.residual_slices
+        for e in problem.experiments:
+            pred = np.asarray(preds[e.name])
+            meas = np.asarray(e.measured)
+            res = r[slices[e.name]]
+            if e.in_db:
+                report = misfit_report(pred, meas)
+            else:
+                report = {"rms": float(np.sqrt(np.mean(res**2)))}
+            experiments[e.name] = {
+                "abscissa": np.asarray(e.abscissa),
+                "abscissa_label": e.abscissa_label,
+                "units": e.units,
+                "in_db": bool(e.in_db),
+                "predicted": pred,
+                "measured": meas,
+                "residuals": res,
+                "misfit": report,
+            }
+        non_ident = [
+            {"ratio": ratio, "direction": dict(zip(names, vec.tolist(), strict=True))}
+            for ratio, vec in unc["null_directions"]
+        ]
+        outside = [
+            prm.name
+            for prm, v in zip(space.parameters, values, strict=True)
+            if not prm.lower <= v <= prm.upper
+        ]
+        history = [float(x) for x in (loss_history or [])]
+        return cls(
+            parameter_names=names,
+            parameters={n: float(v) for n, v in zip(names, values, strict=True)},
+            units={p.name: p.units for p in space.parameters},
+            transforms={p.name: p.transform for p in space.parameters},
+            z=z,
+            loss=float(np.mean(r**2)),
+            loss_history=history,
+            iterations=int(iterations),
+            converged=bool(converged),
+            message=message,
+            fitter=fitter,
+            experiments=experiments,
+            covariance_z=unc["covariance"],
+            std_z=std_z,
+            relative_std=rel,
+            std=std,
+            correlation=unc["correlation"],
+            s2=float(unc["s2"]),
+            dof=int(unc["dof"]),
+            rank=int(unc["rank"]),
+            singular_values=unc["singular_values"],
+            non_identifiable=non_ident,
+            identifiable={n: bool(b) for n, b in zip(names, unc["identifiable"], strict=True)},
+            outside_bounds=outside,
+        )
+
+    # ---------------------------------------------------------------- output
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dictionary (non-finite numbers become ``null``)."""
+        d = dataclasses.asdict(self)
+        d["std_by_name"] = dict(zip(self.parameter_names, self.std.tolist(), strict=True))
+        d["relative_std_by_name"] = dict(
+            zip(self.parameter_names, self.relative_std.tolist(), strict=True)
+        )
+        return _clean(d)
+
+    def summary(self) -> str:
+        """A short text table of the fitted parameters."""
+        lines = [
+            f"{self.fitter}: {self.message}; {self.iterations} iterations, loss {self.loss:.6g}",
+            f"{'parameter':<20} {'value':>14} {'rel. std':>10}  units",
+        ]
+        for i, n in enumerate(self.parameter_names):
+            lines.append(
+                f"{n:<20} {self.parameters[n]:>14.6g} {self.relative_std[i]:>10.3g}  "
+                f"{self.units[n]}"
+            )
+        for name, e in self.experiments.items():
+            m = e["misfit"]
+            if e["in_db"]:
+                lines.append(
+                    f"{name}: rms {m['rms_db']:.3g} dB, {100 * m['within_3db']:.0f} % within "
+                    f"±3 dB, {100 * m['within_6db']:.0f} % within ±6 dB"
+                )
+            else:
+                lines.append(f"{name}: rms residual {m['rms']:.3g}")
+        return "\n".join(lines)
+
+    def save(self, directory: str | Path) -> dict[str, Path]:
+        """Write ``result.json`` and the figures into ``directory`` (created), each atomically:
+        ``srs_<experiment>.png`` (fit over measurement with ±3/±6 dB bands; time histories as
+        ``history_<experiment>.png``), ``convergence.png`` and ``correlation.png``. Returns
+        label → path."""
+        directory = Path(directory)
+        paths: dict[str, Path] = {}
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
+        paths["result"] = atomic_write(directory / "result.json", text + "\n")
+        for name, e in self.experiments.items():
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+            if e["in_db"]:
+                m = e["misfit"]
+                paths[f"srs_{name}"] = plot_srs(
+                    e["abscissa"],
+                    {"fitted": e["predicted"]},
+                    units_label=e["units"],
+                    title=(
+                        f"{name}: rms {m['rms_db']:.2f} dB, {100 * m['within_3db']:.0f} % "
+                        f"within ±3 dB, {100 * m['within_6db']:.0f} % within ±6 dB"
+                    ),
+                    path=directory / f"srs_{safe}.png",
+                    reference=(e["abscissa"], e["measured"], "measured"),
+                )
+            else:
+                paths[f"history_{name}"] = _plot_history(e, name, directory / f"history_{safe}.png")
+        paths["convergence"] = _plot_convergence(self, directory / "convergence.png")
+        paths["correlation"] = _plot_correlation(self, directory / "correlation.png")
+        return paths
+
+
+def load_result(directory: str | Path) -> dict[str, Any]:
+    """Read ``result.json`` written by :meth:`FitResult.save` (as a plain dictionary)."""
+    return json.loads((Path(directory) / "result.json").read_text(encoding="utf-8"))
+
+
+def _figure(size=(8.0, 5.0)):
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> Path:
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
+
+
+def _plot_history(e: dict[str, Any], name: str, path: Path) -> Path:
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.plot(e["abscissa"], e["measured"], "k--", linewidth=1.0, label="measured")
+    ax.plot(e["abscissa"], e["predicted"], linewidth=1.2, label="fitted")
+    ax.set_xlabel(e["abscissa_label"])
+    ax.set_ylabel(f"({e['units']})")
+    ax.set_title(f"{name}: rms residual {e['misfit']['rms']:.3g}")
+    ax.grid(True, alpha=0.4)
+    ax.legend(loc="best", fontsize="small")
+    return _save(fig, path)
+
+
+def _plot_convergence(result: FitResult, path: Path) -> Path:
+    fig = _figure()
+    ax = fig.add_subplot()
+    hist = np.asarray(result.loss_history, dtype=np.float64)
+    if hist.size:
+        its = np.arange(hist.size)
+        positive = np.isfinite(hist) & (hist > 0)
+        ax.semilogy(its[positive], hist[positive], "o-", markersize=3)
+    ax.set_xlabel("Iteration")
+    ax.set_ylabel("Loss, mean(r²)")
+    ax.set_title(f"Convergence ({result.message})")
+    ax.grid(True, which="both", alpha=0.4)
+    return _save(fig, path)
+
+
+def _plot_correlation(result: FitResult, path: Path) -> Path:
+    p = len(result.parameter_names)
+    fig = _figure((1.2 + 0.7 * p + 2.0, 1.0 + 0.7 * p + 1.0))
+    ax = fig.add_subplot()
+    corr = np.asarray(result.correlation, dtype=np.float64)
+    image = ax.imshow(corr, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+    fig.colorbar(image, ax=ax, label="correlation")
+    ax.set_xticks(range(p), result.parameter_names, rotation=45, ha="right")
+    ax.set_yticks(range(p), result.parameter_names)
+    for i in range(p):
+        for j in range(p):
+            text = "n/a" if not np.isfinite(corr[i, j]) else f"{corr[i, j]:.2f}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+    ax.set_title("Parameter correlation (Gauss–Newton)")
+    return _save(fig, path)

@@ -1,0 +1,334 @@
+"""identification: parameters, transforms, closed-form models (no simulation).
+
+References: the closed-form least-squares solution and covariance s²(XᵀX)⁻¹ (NumPy), the
+definition of a Latin hypercube (one point per bin per dimension), a Python loop of single
+loss evaluations against the vmapped batch, and hand-computed dB errors.
+"""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import identification as idf
+from identification._problem import evaluate
+
+# --------------------------------------------------------------------------- cheap models
+
+
+class Linear(eqx.Module):
+    """y = a x₀ + b x₁ + c x₂ (a linear-in-parameters model)."""
+
+    a: jax.Array
+    b: jax.Array
+    c: jax.Array
+
+
+X = np.column_stack([np.ones(30), np.linspace(0.0, 2.0, 30), np.sin(np.linspace(0.0, 5.0, 30))])
+
+
+def linear_predict(m):
+    return m.a * X[:, 0] + m.b * X[:, 1] + m.c * X[:, 2]
+
+
+class Resonance(eqx.Module):
+    """An SDOF transmissibility curve A / √((1 − r²)² + (2ζr)²), r = f / fn."""
+
+    amplitude: jax.Array
+    fn: jax.Array
+    zeta: jax.Array
+    gains: jax.Array
+
+
+FREQS = np.geomspace(10.0, 1000.0, 25)
+
+
+def resonance_predict(m):
+    r = FREQS / m.fn
+    return m.amplitude * m.gains[0] / jnp.sqrt((1 - r**2) ** 2 + (2 * m.zeta * r) ** 2)
+
+
+def resonance_model(amplitude=2.0, fn=120.0, zeta=0.1):
+    return Resonance(
+        jnp.asarray(amplitude), jnp.asarray(fn), jnp.asarray(zeta), jnp.asarray([1.0, 1.0])
+    )
+
+
+def resonance_space():
+    return idf.ParameterSpace(
+        [
+            idf.Parameter("amplitude", "amplitude", 0.1, 10.0, 1.0, "log", units="m/s²"),
+            idf.Parameter("fn", "fn", 20.0, 500.0, 200.0, "log", units="Hz"),
+            idf.Parameter("zeta", "zeta", 0.01, 0.5, 0.2, "bounded"),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def resonance_problem():
+    measured = np.asarray(resonance_predict(resonance_model()))
+    exp = idf.FunctionExperiment(
+        "res", resonance_model(1.0, 200.0, 0.2), resonance_predict, measured
+    )
+    return idf.Problem(resonance_space(), [exp])
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def test_transforms_round_trip_and_bounded_stays_inside():
+    space = idf.ParameterSpace(
+        [
+            idf.Parameter("k", "a", 1e3, 1e9, 1e6, "log"),
+            idf.Parameter("zeta", "b", 0.01, 0.3, 0.05, "bounded"),
+            idf.Parameter("offset", "c", -2.0, 2.0, 0.0, "linear"),
+        ]
+    )
+    rng = np.random.default_rng(1)
+    values = np.column_stack(
+        [
+            np.exp(rng.uniform(np.log(1e3), np.log(1e9), 50)),
+            rng.uniform(0.011, 0.299, 50),
+            rng.uniform(-2, 2, 50),
+        ]
+    )
+    z = space.to_unconstrained(values)
+    np.testing.assert_allclose(space.from_unconstrained(z), values, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(z[:, 0], np.log(values[:, 0]), rtol=1e-14)
+    # Bounded: any z maps inside [lower, upper], monotonically.
+    zz = np.linspace(-60.0, 60.0, 241)
+    theta = np.asarray(space.parameters[1].from_unconstrained(zz))
+    assert np.all((theta >= 0.01) & (theta <= 0.3))
+    assert np.all(np.diff(theta) >= 0)
+    # The derivative of the transform matches finite differences.
+    g = jax.grad(lambda z_: space.from_unconstrained(z_).sum())(jnp.asarray(z[3]))
+    h = 1e-6
+    fd = [
+        (space.from_unconstrained(z[3] + h * e)[i] - space.from_unconstrained(z[3] - h * e)[i])
+        / (2 * h)
+        for i, e in enumerate(np.eye(3))
+    ]
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+    np.testing.assert_allclose(space.dvalues_dz(z[3]), fd, rtol=1e-6)
+    np.testing.assert_allclose(space.initial_z, [np.log(1e6), np.log(0.04 / 0.25), 0.0])
+
+
+def test_log_bounded_transform():
+    """ln θ = ln lo + (ln hi − ln lo)·sigmoid(z): inside the bounds for any z, exact round trip,
+    derivatives against finite differences, and ∂z/∂ln θ consistent with ∂θ/∂z."""
+    prm = idf.Parameter("k", "a", 1e9, 1e12, 3e10, "log_bounded")
+    theta = np.exp(np.linspace(np.log(1.001e9), np.log(0.999e12), 40))
+    z = np.asarray(prm.to_unconstrained(theta))
+    np.testing.assert_allclose(prm.from_unconstrained(z), theta, rtol=1e-12)
+    u = (np.log(theta) - np.log(1e9)) / (np.log(1e12) - np.log(1e9))
+    np.testing.assert_allclose(z, np.log(u / (1 - u)), rtol=1e-12)
+    wide = np.asarray(prm.from_unconstrained(np.linspace(-40.0, 40.0, 81)))
+    assert np.all((wide >= 1e9 * (1 - 1e-12)) & (wide <= 1e12 * (1 + 1e-12)))
+    assert np.all(np.diff(wide) >= 0)
+    h = 1e-6
+    fd = (prm.from_unconstrained(z + h) - prm.from_unconstrained(z - h)) / (2 * h)
+    np.testing.assert_allclose(prm.dvalue_dz(z), fd, rtol=1e-6)
+    np.testing.assert_allclose(prm.dz_dlog_value(theta) * prm.dvalue_dz(z) / theta, 1.0)
+    assert prm.log_scale and prm.sampling_box() == (np.log(1e9), np.log(1e12))
+    with pytest.raises(ValueError, match="log_bounded transform needs 0 < lower"):
+        idf.Parameter("k", "a", 0.0, 1.0, 0.5, "log_bounded")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"lower": 5.0, "upper": 5.0, "initial": 5.0}, "lower = 5 must be < upper"),
+        ({"lower": 1.0, "upper": 2.0, "initial": 3.0}, "not within the bounds"),
+        ({"lower": 0.0, "upper": 2.0, "initial": 1.0}, "log transform needs lower > 0"),
+        (
+            {"lower": 0.0, "upper": 1.0, "initial": 0.0, "transform": "bounded"},
+            "not strictly within",
+        ),
+        (
+            {"lower": 0.0, "upper": np.inf, "initial": 1.0, "transform": "bounded"},
+            "finite bounds",
+        ),
+        ({"lower": 1.0, "upper": 2.0, "initial": 1.5, "transform": "cubic"}, "transform must"),
+        ({"lower": 1.0, "upper": 2.0, "initial": 1.5, "path": "a..b"}, "malformed path"),
+    ],
+)
+def test_bad_parameter_specs_name_the_parameter(kwargs, match):
+    spec = {"name": "stiff_thing", "path": "a", **kwargs}
+    with pytest.raises(ValueError, match=match) as info:
+        idf.Parameter(**spec)
+    assert "stiff_thing" in str(info.value)
+
+
+def test_bad_spaces_and_problems_name_the_parameter():
+    p = idf.Parameter("a", "a", 0.1, 10.0, 1.0)
+    with pytest.raises(ValueError, match="duplicate parameter name 'a'"):
+        idf.ParameterSpace([p, idf.Parameter("a", "b", 0.1, 10.0, 1.0)])
+    with pytest.raises(ValueError, match="'a2'.*both set path 'a'"):
+        idf.ParameterSpace([p, idf.Parameter("a2", "a", 0.1, 10.0, 1.0)])
+    measured = np.asarray(linear_predict(Linear(1.0, 2.0, 3.0)))
+    exp = idf.FunctionExperiment(
+        "lin", Linear(1.0, 2.0, 3.0), linear_predict, measured, misfit="linear"
+    )
+    space = idf.ParameterSpace([p, idf.Parameter("wrong", "channel.stiffness", 1.0, 2.0, 1.5)])
+    with pytest.raises(ValueError, match="parameter 'wrong': path 'channel.stiffness' not found"):
+        idf.Problem(space, [exp])
+    space = idf.ParameterSpace([idf.Parameter("h", "a", 0.1, 10.0, 1.0, experiments=("drop2",))])
+    with pytest.raises(ValueError, match="parameter 'h' applies to experiment 'drop2'"):
+        idf.Problem(space, [exp])
+    with pytest.raises(ValueError, match="duplicate experiment name 'lin'"):
+        idf.Problem(idf.ParameterSpace([p]), [exp, exp])
+
+
+def test_apply_shared_per_test_and_element_paths():
+    model = resonance_model()
+    space = idf.ParameterSpace(
+        [
+            idf.Parameter("fn", "fn", 20.0, 500.0, 100.0),
+            idf.Parameter("amp_A", "amplitude", 0.1, 10.0, 1.0, experiments=("A",)),
+            idf.Parameter("amp_B", "amplitude", 0.1, 10.0, 1.0, experiments=("B",)),
+            idf.Parameter("gain1", "gains[1]", -5.0, 5.0, 0.0, "linear"),
+        ]
+    )
+    values = jnp.array([150.0, 3.0, 4.0, -2.5])
+    a = space.apply(model, values, "A")
+    b = space.apply(model, values, "B")
+    c = space.apply(model, values, "C")
+    assert float(a.fn) == float(b.fn) == float(c.fn) == 150.0
+    assert float(a.amplitude) == 3.0 and float(b.amplitude) == 4.0
+    assert float(c.amplitude) == float(model.amplitude)  # no per-test value for C
+    np.testing.assert_array_equal(a.gains, [1.0, -2.5])
+    # Differentiable through tree_at.
+    g = jax.grad(lambda v: space.apply(model, v, "A").gains.sum() + space.apply(model, v, "A").fn)(
+        values
+    )
+    np.testing.assert_array_equal(g, [1.0, 0.0, 0.0, 1.0])
+
+
+# --------------------------------------------------------------------------- misfits
+
+
+def test_misfit_report_counts_bands():
+    meas = np.array([1.0, 1.0, 1.0, 1.0, 2.0])
+    sim = np.array([1.0, 10 ** (2.9 / 20), 10 ** (-3.1 / 20), 10 ** (5.9 / 20), 0.0])
+    rep = idf.misfit_report(sim, meas)
+    np.testing.assert_allclose(rep["db_error"][:4], [0.0, 2.9, -3.1, 5.9], atol=1e-12)
+    assert rep["db_error"][4] == pytest.approx(-240.0)  # floored, not -inf or NaN
+    assert rep["within_3db"] == pytest.approx(2 / 5)
+    assert rep["within_6db"] == pytest.approx(4 / 5)
+    # The residuals of an experiment never NaN on a zero or negative prediction.
+    exp = idf.FunctionExperiment(
+        "f", resonance_model(), lambda m: -resonance_predict(m), meas[:1] * np.ones(25)
+    )
+    assert np.all(np.isfinite(exp.residuals(resonance_model())))
+
+
+# --------------------------------------------------------------------------- covariance
+
+
+def test_linear_least_squares_covariance_matches_closed_form():
+    rng = np.random.default_rng(7)
+    theta_true = np.array([0.5, -1.2, 2.0])
+    y = X @ theta_true + 0.05 * rng.standard_normal(X.shape[0])
+    exp = idf.FunctionExperiment("lin", Linear(0.0, 0.0, 0.0), linear_predict, y, misfit="linear")
+    space = idf.ParameterSpace(
+        [idf.Parameter(n, n, -10.0, 10.0, 0.0, "linear") for n in ("a", "b", "c")]
+    )
+    result = idf.fit(idf.Problem(space, [exp]), idf.LevenbergMarquardt(), progress=False)
+    # Closed form.
+    xtx_inv = np.linalg.inv(X.T @ X)
+    theta_hat = xtx_inv @ X.T @ y
+    s2 = np.sum((y - X @ theta_hat) ** 2) / (X.shape[0] - 3)
+    cov = s2 * xtx_inv
+    np.testing.assert_allclose([result.parameters[n] for n in "abc"], theta_hat, rtol=1e-9)
+    np.testing.assert_allclose(result.s2, s2, rtol=1e-8)
+    np.testing.assert_allclose(result.covariance_z, cov, rtol=1e-8)
+    np.testing.assert_allclose(result.std, np.sqrt(np.diag(cov)), rtol=1e-8)
+    corr = cov / np.outer(np.sqrt(np.diag(cov)), np.sqrt(np.diag(cov)))
+    np.testing.assert_allclose(result.correlation, corr, rtol=1e-8, atol=1e-12)
+    assert result.rank == 3 and not result.non_identifiable and result.dof == 27
+
+
+def test_gauss_newton_fitter_and_non_identifiable_direction_flagged():
+    # b and c enter only as b + c: one direction is not identifiable.
+    def predict(m):
+        return m.a * X[:, 0] + (m.b + m.c) * X[:, 1]
+
+    y = X[:, 0] * 0.5 + X[:, 1] * 1.5
+    exp = idf.FunctionExperiment("lin2", Linear(0.0, 0.0, 0.0), predict, y, misfit="linear")
+    space = idf.ParameterSpace(
+        [idf.Parameter(n, n, -10.0, 10.0, 0.1, "linear") for n in ("a", "b", "c")]
+    )
+    result = idf.fit(idf.Problem(space, [exp]), idf.GaussNewton(), progress=False)
+    assert result.parameters["a"] == pytest.approx(0.5, rel=1e-9)
+    assert result.parameters["b"] + result.parameters["c"] == pytest.approx(1.5, rel=1e-9)
+    assert result.rank == 2
+    (direction,) = result.non_identifiable
+    v = np.array([direction["direction"][n] for n in "abc"])
+    np.testing.assert_allclose(np.abs(v), [0.0, 1 / np.sqrt(2), 1 / np.sqrt(2)], atol=1e-8)
+    assert result.identifiable == {"a": True, "b": False, "c": False}
+    assert np.isinf(result.std[1]) and np.isfinite(result.std[0])
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def test_latin_hypercube_is_stratified():
+    n, d = 37, 4
+    u = idf.latin_hypercube(n, d, seed=3)
+    assert u.shape == (n, d) and np.all((u > 0) & (u < 1))
+    for j in range(d):
+        np.testing.assert_array_equal(np.sort(np.floor(u[:, j] * n)), np.arange(n))
+    h = idf.halton(8, 2)
+    np.testing.assert_allclose(h[:4, 0], [0.5, 0.25, 0.75, 0.125])
+    np.testing.assert_allclose(h[:3, 1], [1 / 3, 2 / 3, 1 / 9])
+    # Sampled values are stratified in each parameter's sampling coordinate.
+    space = resonance_space()
+    vals = idf.sample_values(space, n, seed=5)
+    s = np.column_stack([np.log(vals[:, 0]), np.log(vals[:, 1]), vals[:, 2]])
+    lo = np.array([np.log(0.1), np.log(20.0), 0.01])
+    hi = np.array([np.log(10.0), np.log(500.0), 0.5])
+    bins = np.floor((s - lo) / (hi - lo) * n)
+    for j in range(3):
+        np.testing.assert_array_equal(np.sort(bins[:, j]), np.arange(n))
+
+
+def test_multistart_vmap_equals_loop_and_finds_the_basin(resonance_problem):
+    starts = idf.multistart(resonance_problem, 40, seed=11, n_best=3)
+    loss_one = eqx.filter_jit(lambda problem, z: problem.loss(z))
+    loop = np.array([float(loss_one(resonance_problem, jnp.asarray(z))) for z in starts.samples])
+    np.testing.assert_allclose(starts.losses, loop, rtol=1e-12, atol=1e-14)
+    assert starts.z.shape == (3, 3)
+    np.testing.assert_allclose(starts.loss, np.sort(loop)[:3], rtol=1e-12)
+    # Refining the best start reaches the truth.
+    result = idf.fit(resonance_problem, z0=starts.z[0], progress=False)
+    assert result.parameters["fn"] == pytest.approx(120.0, rel=1e-6)
+    assert result.parameters["zeta"] == pytest.approx(0.1, rel=1e-6)
+    assert result.parameters["amplitude"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_sweep_matches_single_evaluations(resonance_problem):
+    space = resonance_problem.space
+    values = idf.grid_values(space, [2, 3, 2])
+    assert values.shape == (12, 3)
+    np.testing.assert_allclose(np.unique(values[:, 1]), [20.0, 100.0, 500.0], rtol=1e-12)
+    preds = idf.sweep(resonance_problem, values, chunk_size=5)  # 3 chunks, the last padded
+    losses = idf.sweep(resonance_problem, values, output="loss", chunk_size=5)
+    assert preds["res"].shape == (12, 25) and losses.shape == (12,)
+    for i in (0, 7, 11):
+        model = space.apply(resonance_problem.experiments[0].model, values[i], "res")
+        np.testing.assert_allclose(preds["res"][i], resonance_predict(model), rtol=1e-12)
+        z = space.to_unconstrained(values[i])
+        r, _ = evaluate(resonance_problem, z)
+        np.testing.assert_allclose(losses[i], np.mean(np.asarray(r) ** 2), rtol=1e-12)
+    assert idf.lhs_values(space, 6, seed=1).shape == (6, 3)
+
+
+def test_lbfgs_and_adam_reach_the_levenberg_marquardt_optimum(resonance_problem):
+    lm = idf.fit(resonance_problem, idf.LevenbergMarquardt(), progress=False)
+    lbfgs = idf.fit(resonance_problem, idf.LBFGS(), max_iterations=200, progress=False)
+    assert lbfgs.loss < 1e-3 * lbfgs.loss_history[0]
+    for name, value in lm.parameters.items():
+        assert lbfgs.parameters[name] == pytest.approx(value, rel=1e-3), name
+    adam = idf.fit(resonance_problem, idf.Adam(0.02), max_iterations=30, progress=False)
+    assert adam.loss < 0.5 * adam.loss_history[0]
