@@ -3,11 +3,13 @@
 ``srs_sensitivity(problem, z)[name][k, j] = ∂ SRS_dB(f_k) / ∂ ln θ_j`` — how many dB the
 predicted spectrum of experiment ``name`` at its ``k``-th frequency moves per unit change of
 ``ln θ_j`` (so a 1 % increase of ``θ_j`` moves it by about ``0.01 ×`` that). Computed by
-autodiff in ``z`` (forward mode for ``Problem(jac="fwd")``) and chained through each
-parameter's transform, ``∂/∂ ln θ = (∂z/∂ ln θ) ∂/∂z``. For ``"linear"`` parameters this is the
-scaled sensitivity ``θ ∂/∂θ``, also defined for ``θ ≤ 0``. Parameters that do not apply to an
-experiment have zero columns. For experiments whose misfit is not in dB, the sensitivity is of
-the prediction itself, in its unit, ``∂ y / ∂ ln θ``.
+autodiff (forward mode for ``Problem(jac="fwd")``) with respect to ``s`` in ``θ = θ₀ eˢ`` at
+``s = 0``, i.e. ``θ ∂/∂θ``, directly in the model's parameters and not through the fitting
+transforms: it stays finite for a parameter pinned at a bound of a ``"bounded"`` or
+``"log_bounded"`` transform, where ``∂z/∂ ln θ`` is infinite. For ``"linear"`` parameters
+it is the scaled sensitivity ``θ ∂/∂θ``, also defined for ``θ ≤ 0``. Parameters that do not
+apply to an experiment have zero columns. For experiments whose misfit is not in dB, the
+sensitivity is of the prediction itself, in its unit, ``∂ y / ∂ ln θ``.
 
 Columns of similar shape mean parameters the spectrum cannot tell apart (see also the
 correlations of :class:`~identification.FitResult`).
@@ -32,19 +34,20 @@ __all__ = ["save_sensitivity", "srs_sensitivity"]
 
 
 @eqx.filter_jit
-def _jacobians(problem: Problem, z: Array) -> dict[str, Array]:
+def _jacobians(problem: Problem, values: Array) -> dict[str, Array]:
+    """``∂ level / ∂s`` at ``s = 0`` with the parameters set to ``values · eˢ``."""
     out = {}
     for e in problem.experiments:
 
-        def level(z_, e=e):
-            model = problem.space.apply(e.model, problem.values(z_), e.name)
+        def level(s, e=e):
+            model = problem.space.apply(e.model, values * jnp.exp(s), e.name)
             pred = e.predict(model)
             if e.in_db:
                 return 20.0 * jnp.log10(jnp.maximum(pred, jnp.finfo(pred.dtype).tiny))
             return pred
 
-        jac = jax.jacfwd(level)(z) if problem.jac == "fwd" else jax.jacrev(level)(z)
-        out[e.name] = jac
+        s0 = jnp.zeros_like(values)
+        out[e.name] = jax.jacfwd(level)(s0) if problem.jac == "fwd" else jax.jacrev(level)(s0)
     return out
 
 
@@ -52,9 +55,8 @@ def srs_sensitivity(problem: Problem, z: ArrayLike | None = None) -> dict[str, n
     """``∂ SRS_dB / ∂ ln θ`` per experiment, each of shape ``(n_freq, p)`` (dB per unit
     ``ln θ``); ``z`` defaults to ``problem.initial_z``. See the module docstring."""
     z = problem.initial_z if z is None else jnp.asarray(z, dtype=float)
-    jacs = _jacobians(problem, z)
-    scale = np.asarray(problem.space.dz_dlog_values(problem.values(z)))
-    return {name: np.asarray(j) * scale[None, :] for name, j in jacs.items()}
+    jacs = _jacobians(problem, problem.values(z))
+    return {name: np.asarray(j) for name, j in jacs.items()}
 
 
 def save_sensitivity(

@@ -1,0 +1,163 @@
+"""End-to-end identification on the lumped MWSM model: recovery from same-model data, the bundled
+(structurally different) data within ±3 dB, job-file errors, and resume after a real kill."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffmbs
+import identification as idf
+from diffmbs.cli import main
+from diffmbs.config import ConfigError, load_job
+from diffmbs.models import LumpedContactModel
+from diffmbs.srs import octave_frequencies, shock_response_spectrum
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "data" / "mwsm" / "fit_demo.toml"
+
+
+def test_recovers_every_parameter_from_same_model_data_started_50_percent_off():
+    """Noise-free SRS of the fitted model itself, two drop heights, start ±50 % off: LM must
+    return the true values (all four are identifiable here) to 1 %."""
+    truth = {"k_channel": 3.0e7, "zeta_channel": 0.06, "chi_impact": 0.4, "chi_stop": 0.35}
+    start = {"k_channel": 1.5, "zeta_channel": 0.5, "chi_impact": 1.5, "chi_stop": 0.5}
+    ts = np.arange(1501) / 1e4
+    freqs = octave_frequencies(10.0, 1000.0, 12)
+    experiments = []
+    for height in (1.0, 2.0):
+        model = LumpedContactModel.from_machine(drop_height_ft=height)
+        true_model = eqx.tree_at(
+            lambda m: tuple(getattr(m, n) for n in truth),
+            model,
+            tuple(jnp.asarray(v) for v in truth.values()),
+        )
+        sol = diffmbs.simulate(true_model, *true_model.initial_state(), ts)
+        measured = shock_response_spectrum(sol.sensors["equipment_acceleration"], 1e-4, freqs)
+        experiments.append(
+            idf.SRSExperiment(
+                f"drop_{height:g}ft", model, "equipment_acceleration", ts, freqs, measured
+            )
+        )
+    space = idf.ParameterSpace(
+        [idf.Parameter(n, n, v / 10, v * 10, v * start[n], "log_bounded") for n, v in truth.items()]
+    )
+    result = idf.fit(
+        idf.Problem(space, experiments), idf.LevenbergMarquardt(), max_iterations=40,
+        progress=False,
+    )
+    for name, value in truth.items():
+        assert result.identifiable[name]
+        assert result.parameters[name] == pytest.approx(value, rel=1e-2), name
+
+
+def test_demo_job_fits_the_bundled_data_within_3_db(tmp_path):
+    result = idf.run_fit_job(DEMO, tmp_path, progress=False)
+    for name, experiment in result.experiments.items():
+        assert experiment["misfit"]["within_3db"] >= 0.9, name
+    # The report: JSON with the parameters and their uncertainty, figures, sensitivities.
+    report = json.loads((tmp_path / "result.json").read_text())
+    assert set(report["parameters"]) == set(result.parameter_names)
+    assert len(report["loss_history"]) == result.iterations + 1
+    assert report["loss_history"][-1] < report["loss_history"][0]
+    for name in ("convergence.png", "correlation.png", "srs_drop_1ft.png", "srs_drop_2ft.png"):
+        assert (tmp_path / name).stat().st_size > 1000, name
+    sensitivity = np.genfromtxt(tmp_path / "sensitivity_drop_2ft.csv", delimiter=",", names=True)
+    assert len(sensitivity) == len(result.experiments["drop_2ft"]["measured"])
+    for name in sensitivity.dtype.names:  # finite also for parameters pinned at a bound
+        assert np.isfinite(sensitivity[name]).all(), name
+
+
+FIT_JOB = """
+[model]
+name = "lumped_contact"
+channel_hz = 70.0
+[simulation]
+duration_s = 0.15
+sample_rate_hz = 10000.0
+sensor = "equipment_acceleration"
+[[experiments]]
+name = "drop_2ft"
+srs = "{srs}"
+model = {{ drop_height_ft = 2.0 }}
+[[parameters]]
+name = "k_channel"
+lower = 5.0e6
+upper = 2.0e8
+[[parameters]]
+name = "zeta_channel"
+lower = 0.005
+upper = 0.3
+[fit]
+max_iterations = 8
+checkpoint_every = 1
+"""
+
+
+def write_job(tmp_path, text=None) -> Path:
+    path = tmp_path / "job.toml"
+    srs = (ROOT / "data" / "mwsm" / "test_2ft_srs.csv").as_posix()
+    path.write_text((text or FIT_JOB).format(srs=srs))
+    return path
+
+
+@pytest.mark.parametrize(
+    "old, new, match",
+    [
+        ("lower = 5.0e6", "lower = 5.0e9", r"parameters\[0\]: lower .* must be below upper"),
+        ("lower = 5.0e6", "lowr = 5.0e6", r"parameters\[0\]\.lowr: unknown key"),
+        ('name = "k_channel"', 'name = "k_chanel"', r"parameters\[0\]\.path: .*'k_chanel'"),
+        ("max_iterations = 8", "max_iterations = 0", r"fit\.max_iterations"),
+        ("[fit]", '[fit]\nmethod = "newton"', r"fit\.method: 'newton'"),
+        ("upper = 0.3", "upper = 0.3\ntransform = \"cubic\"", r"parameters\[1\]\.transform"),
+    ],
+)
+def test_fit_job_errors_name_the_key(tmp_path, old, new, match):
+    assert old in FIT_JOB
+    job = load_job(write_job(tmp_path, FIT_JOB.replace(old, new, 1)))
+    with pytest.raises(ConfigError, match=match):
+        idf.FitSettings(job.raw.get("fit", {}))
+        idf.problem_from_job(job)
+
+
+def test_fit_command_errors_are_one_line(tmp_path, capsys):
+    job = write_job(tmp_path, FIT_JOB.replace("lower = 5.0e6", "lower = 5.0e9", 1))
+    assert main(["fit", str(job), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("diffmbs: error: parameters[0]") and len(err.splitlines()) == 1
+
+
+def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
+    job = write_job(tmp_path)
+    whole = idf.run_fit_job(job, tmp_path / "whole", progress=False)
+
+    out = tmp_path / "killed"
+    checkpoint = out / "checkpoint.npz"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "diffmbs", "fit", str(job), "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    deadline = time.monotonic() + 240
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert checkpoint.exists(), "the fit wrote no checkpoint before it was killed"
+    with np.load(checkpoint) as data:
+        done = json.loads(str(data["meta"]))["iteration"]
+    assert done < whole.iterations, "the kill came too late to interrupt the fit"
+
+    resumed = idf.run_fit_job(job, out, resume=True, progress=False)
+    assert resumed.iterations == whole.iterations
+    np.testing.assert_allclose(resumed.z, whole.z, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(resumed.loss_history, whole.loss_history, rtol=1e-12)
