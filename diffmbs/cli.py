@@ -405,16 +405,27 @@ See diffmbs/config.py (or data/mwsm/fit_demo.toml) for the job file layout.
 """
 
 
-def _add_simulate_command(subparsers) -> None:
+def _add_job_command(subparsers, name: str, help_text: str, description: str):
+    """A sub-parser taking a TOML job file and ``--out`` (shared by simulate and fit)."""
     parser = subparsers.add_parser(
-        "simulate",
-        help="simulate the tests of a TOML job file; write time histories and SRS",
-        description=SIMULATE_DESCRIPTION,
+        name,
+        help=help_text,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", type=Path, metavar="CONFIG", help="TOML job file")
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default runs/<job file stem>)"
+    )
+    return parser
+
+
+def _add_simulate_command(subparsers) -> None:
+    parser = _add_job_command(
+        subparsers,
+        "simulate",
+        "simulate the tests of a TOML job file; write time histories and SRS",
+        SIMULATE_DESCRIPTION,
     )
     parser.set_defaults(run=_run_simulate_command)
 
@@ -504,15 +515,8 @@ checkpoint.npz every few iterations: after an interruption, run the same command
 
 
 def _add_fit_command(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "fit",
-        help="fit model parameters to measured SRS (TOML job file)",
-        description=FIT_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("config", type=Path, metavar="CONFIG", help="TOML job file")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="output folder (default runs/<job file stem>)"
+    parser = _add_job_command(
+        subparsers, "fit", "fit model parameters to measured SRS (TOML job file)", FIT_DESCRIPTION
     )
     parser.add_argument(
         "--resume", action="store_true", help="continue from the checkpoint in --out"

@@ -8,20 +8,17 @@ differences for gradients.
 """
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
 import scipy.special
+from systems import G, Pendulum
 
 import diffmbs  # noqa: F401  (float64)
 from diffmbs.integrate import SimulationError, Solution, simulate
 from diffmbs.system import MechanicalSystem
-
-G = 9.81
-
 
 # --------------------------------------------------------------------------- models
 
@@ -41,26 +38,6 @@ class Oscillator(MechanicalSystem):
 
     def sensors(self, t, q, v, vdot):
         return {"acc": vdot[0], "spring": self.k * q[0]}
-
-
-class Pendulum(MechanicalSystem):
-    """Point mass on a rod in Cartesian coordinates: x² + y² − L² = 0 (optionally twice)."""
-
-    m: float = 0.7
-    length: float = 1.3
-    copies: int = eqx.field(static=True, default=1)
-
-    def mass(self, q):
-        return self.m * jnp.eye(2)
-
-    def forces(self, t, q, v):
-        return jnp.array([0.0, -self.m * G])
-
-    def constraints(self, t, q):
-        return jnp.tile(q @ q - self.length**2, self.copies)
-
-    def sensors(self, t, q, v, vdot):
-        return {"energy": 0.5 * self.m * v @ v + self.m * G * q[1]}
 
 
 class DrivenPair(MechanicalSystem):

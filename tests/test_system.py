@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from systems import G, Pendulum
 
 import diffmbs  # noqa: F401  (float64)
 from diffmbs.system import (
@@ -25,25 +26,6 @@ from diffmbs.system import (
     project_state,
     velocity_constraints,
 )
-
-G = 9.81
-
-
-class Pendulum(MechanicalSystem):
-    """Point mass in the plane, Cartesian (x, y), on a massless rod: x² + y² − L² = 0."""
-
-    m: float = 0.7
-    length: float = 1.3
-    copies: int = eqx.field(static=True, default=1)
-
-    def mass(self, q):
-        return self.m * jnp.eye(2)
-
-    def forces(self, t, q, v):
-        return jnp.array([0.0, -self.m * G])
-
-    def constraints(self, t, q):
-        return jnp.tile(q @ q - self.length**2, self.copies)
 
 
 class Driven(MechanicalSystem):
