@@ -180,8 +180,10 @@ class FitResult:
         unc = gauss_newton_covariance(jac, r, rcond=rcond, identifiability_tol=identifiability_tol)
         dtheta_dz = np.asarray(space.dvalues_dz(jnp.asarray(z)))
         std_z = unc["std"]
-        std = np.abs(dtheta_dz) * std_z
+        # A parameter pinned at a bound of its transform has dθ/dz = 0 and std_z = inf: its
+        # standard deviation is undefined (nan), and it is flagged non-identifiable.
         with np.errstate(divide="ignore", invalid="ignore"):
+            std = np.abs(dtheta_dz) * std_z
             rel = np.array(
                 [
                     std_z[i] if prm.transform == "log" else std[i] / abs(values[i])
@@ -260,12 +262,15 @@ class FitResult:
         """A short text table of the fitted parameters."""
         lines = [
             f"{self.fitter}: {self.message}; {self.iterations} iterations, loss {self.loss:.6g}",
-            f"{'parameter':<20} {'value':>14} {'rel. std':>10}  units",
+            f"{'parameter':<20} {'value':>14} {'rel. std':>10}  {'units':<10} note",
         ]
         for i, n in enumerate(self.parameter_names):
+            rel = self.relative_std[i]
+            known = self.identifiable[n] and np.isfinite(rel)
+            note = "" if known else "not identifiable (no effect on the misfit, or at a bound)"
             lines.append(
-                f"{n:<20} {self.parameters[n]:>14.6g} {self.relative_std[i]:>10.3g}  "
-                f"{self.units[n]}"
+                f"{n:<20} {self.parameters[n]:>14.6g} {f'{rel:.3g}' if known else '-':>10}  "
+                f"{self.units[n]:<10} {note}".rstrip()
             )
         for name, e in self.experiments.items():
             m = e["misfit"]
