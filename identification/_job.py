@@ -104,7 +104,7 @@ def _parameters(job: Job) -> ParameterSpace:
         if not (_is_number(lower) and _is_number(upper)):
             raise ConfigError(f"{where}: lower and upper must be numbers")
         if not lower < upper:
-            raise ConfigError(f"{where}: lower ({lower}) must be below upper ({upper})")
+            raise ConfigError(f"{where}: lower ({lower:g}) must be below upper ({upper:g})")
         transform = table.get("transform", "log_bounded")
         if transform not in TRANSFORMS:
             raise ConfigError(f"{where}.transform: {transform!r} is not one of {TRANSFORMS}")
@@ -116,9 +116,7 @@ def _parameters(job: Job) -> ParameterSpace:
             if initial is None:
                 initial = _model_value(model.model, path, f"{where}.path")
             if not _is_number(initial) or not lower <= initial <= upper:
-                raise ConfigError(
-                    f"{where}.initial: {initial!r} is outside [{lower}, {upper}]"
-                )
+                raise ConfigError(f"{where}.initial: {initial!r} is outside [{lower:g}, {upper:g}]")
             try:
                 parameters.append(
                     Parameter(
