@@ -29,6 +29,7 @@ See benchmarks/README.md for what is counted and how.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -47,26 +48,16 @@ from diffmbs.integrate import DEFAULT_MAX_STEPS
 from diffmbs.models.mwsm import G, LumpedContactModel
 from diffmbs.srs import octave_frequencies, shock_response_spectrum
 
-try:  # run as a script (benchmarks/ on sys.path) or as a module (python -m benchmarks.mwsm)
-    from _common import (
-        first_call,
-        machine_info,
-        markdown_table,
-        pass_fail,
-        time_median,
-        utc_timestamp,
-        write_json_atomic,
-    )
-except ImportError:  # pragma: no cover
-    from benchmarks._common import (
-        first_call,
-        machine_info,
-        markdown_table,
-        pass_fail,
-        time_median,
-        utc_timestamp,
-        write_json_atomic,
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # script or python -m
+from _common import (  # noqa: E402
+    first_call,
+    machine_info,
+    markdown_table,
+    pass_fail,
+    time_median,
+    utc_timestamp,
+    write_json_atomic,
+)
 
 PARAMS = ("k_impact", "chi_impact", "k_channel", "zeta_channel", "k_stop", "chi_stop")
 # Box around the from_machine() defaults: θ0/f ≤ θ ≤ θ0·f (contact stiffnesses ±10×, others ±5×).

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import jax
@@ -30,24 +31,15 @@ from scipy.signal import lfilter
 import diffmbs  # noqa: F401  (enables float64)
 from diffmbs.srs import ramp_invariant_coefficients, shock_response_spectrum
 
-try:  # run as a script (benchmarks/ on sys.path) or as a module (python -m benchmarks.srs)
-    from _common import (
-        first_call,
-        machine_info,
-        markdown_table,
-        time_median,
-        utc_timestamp,
-        write_json_atomic,
-    )
-except ImportError:  # pragma: no cover
-    from benchmarks._common import (
-        first_call,
-        machine_info,
-        markdown_table,
-        time_median,
-        utc_timestamp,
-        write_json_atomic,
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # script or python -m
+from _common import (  # noqa: E402
+    first_call,
+    machine_info,
+    markdown_table,
+    time_median,
+    utc_timestamp,
+    write_json_atomic,
+)
 
 DT = 5e-5  # 20 kHz
 N_SAMPLES = 50_000  # 2.5 s
