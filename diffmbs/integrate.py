@@ -12,12 +12,14 @@ Solvers and adjoints are ``diffrax`` objects, swappable:
 * stiff models (stiff contact, bushings): ``solver=diffrax.Kvaerno5()`` (implicit, L-stable,
   same controller, Newton-chord iterations on the autodiff Jacobian);
 * fixed steps: ``stepsize_controller=diffrax.ConstantStepSize(), dt0=...``;
-* adjoint default ``diffrax.RecursiveCheckpointAdjoint()``: reverse mode through the solver
-  steps with binomial (online Treeverse) checkpointing — memory ``O(√max_steps)`` copies of the
-  small solver state plus the saved outputs, time about twice to three times a forward solve.
-  The code here has no ``while_loop`` of its own: fixed-count loops are Python loops.
-  Forward mode (``jax.jvp``/``jax.jacfwd``, efficient for a handful of parameters) needs
-  ``adjoint=diffrax.ForwardMode()``: the checkpointed adjoint is a ``custom_vjp``.
+* adjoint (reverse mode, ``jax.grad``): by default :class:`~diffmbs.adjoint.DiscreteAdjoint`
+  for explicit Runge–Kutta solvers — the exact adjoint of the accepted steps, about 2–3× a
+  forward solve, memory ``max_steps × n_state`` floats — and diffrax's
+  ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ``O(√max_steps)``, slower)
+  for implicit solvers or when that store would exceed :data:`DISCRETE_ADJOINT_MAX_FLOATS`.
+  The code here has no ``while_loop`` in a differentiated path: fixed-count loops are Python
+  loops. Forward mode (``jax.jvp``/``jax.jacfwd``, efficient for a handful of parameters) needs
+  ``adjoint=diffrax.ForwardMode()``: both reverse-mode adjoints are ``custom_vjp`` functions.
 
 Failures. The solve runs with ``throw=False``; afterwards the result is classified
 (:data:`FAILURES`: maximum number of steps, step-size collapse below ``dtmin``, other solver
@@ -49,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs.adjoint import DiscreteAdjoint, check_supported, solve_with_discrete_adjoint
 from diffmbs.system import (
     DEFAULT_BAUMGARTE,
     AbstractKKTSolver,
@@ -64,6 +67,7 @@ from diffmbs.system import (
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DIAGNOSES",
+    "DISCRETE_ADJOINT_MAX_FLOATS",
     "DTMIN_FRACTION",
     "FAILURES",
     "SimulationError",
@@ -72,8 +76,13 @@ __all__ = [
 ]
 
 DEFAULT_MAX_STEPS = 200_000
-"""Default step budget; with the default adjoint it also sets the number of checkpoints
-(``≈ √(2 · max_steps)`` ≈ 630 copies of the solver state)."""
+"""Default step budget. It also sizes the reverse-mode memory: the step store of
+:class:`~diffmbs.adjoint.DiscreteAdjoint` (``max_steps × n_state`` floats), or the checkpoints
+of ``RecursiveCheckpointAdjoint`` (``≈ √(2 · max_steps)`` copies of the solver state)."""
+
+DISCRETE_ADJOINT_MAX_FLOATS = 2**25
+"""Largest step store (``max_steps × n_state`` floats, 256 MiB in float64) for which
+:func:`simulate` picks :class:`~diffmbs.adjoint.DiscreteAdjoint` by default."""
 
 DTMIN_FRACTION = 1e-14
 """The default controller's minimum step, as a fraction of the integration span: below it the
@@ -222,24 +231,33 @@ def _simulate(
     projection_iterations: int,
 ) -> Solution:
     args = (system, baumgarte, kkt_solver)
-    t1 = ts[-1]
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_vector_field),
-        solver,
-        t0,
-        t1,
-        dt0,
-        (q0, v0),
-        args=args,
-        # Two buffers: the samples, and the last accepted state (t1, or where it stopped).
-        saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
-        stepsize_controller=stepsize_controller,
-        adjoint=adjoint,
-        max_steps=max_steps,
-        throw=False,
-    )
-    (q, v), (q_end, v_end) = sol.ys
-    t_end, q_end, v_end = sol.ts[1][-1], q_end[-1], v_end[-1]
+    if isinstance(adjoint, DiscreteAdjoint):
+        params, static = eqx.partition(args, eqx.is_inexact_array)
+        (q, v), (t_end, (q_end, v_end), result, stats) = solve_with_discrete_adjoint(
+            (params, (q0, v0)), static, _vector_field, solver, stepsize_controller, ts, t0,
+            dt0, max_steps, adjoint.chunk, adjoint.jacobian_max_state,
+        )
+    else:
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(_vector_field),
+            solver,
+            t0,
+            ts[-1],
+            dt0,
+            (q0, v0),
+            args=args,
+            # Two buffers: the samples, and the last accepted state (t1, or where it stopped).
+            saveat=diffrax.SaveAt(
+                subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))
+            ),
+            stepsize_controller=stepsize_controller,
+            adjoint=adjoint,
+            max_steps=max_steps,
+            throw=False,
+        )
+        (q, v), (q_end, v_end) = sol.ys
+        t_end, q_end, v_end = sol.ts[1][-1], q_end[-1], v_end[-1]
+        result, stats = sol.result, sol.stats
 
     # Drift of the integration itself (before any projection of the outputs).
     phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(ts, q, v)
@@ -267,14 +285,14 @@ def _simulate(
         ]
     ).all(axis=0)
     first_bad = jnp.argmin(row_ok)
-    solver_ok = sol.result == diffrax.RESULTS.successful
+    solver_ok = result == diffrax.RESULTS.successful
     status = jnp.where(
         solver_ok,
         jnp.where(jnp.all(row_ok), 0, 4),
         jnp.where(
-            sol.result == diffrax.RESULTS.max_steps_reached,
+            result == diffrax.RESULTS.max_steps_reached,
             1,
-            jnp.where(sol.result == diffrax.RESULTS.dt_min_reached, 2, 3),
+            jnp.where(result == diffrax.RESULTS.dt_min_reached, 2, 3),
         ),
     )
     nonfinite_out = status == 4
@@ -284,9 +302,9 @@ def _simulate(
     diagnosis = _diagnose(system, t_reached, q_reached, v_reached, baumgarte, kkt_solver)
 
     stats = {
-        k: jnp.asarray(sol.stats[k])
+        k: jnp.asarray(stats[k])
         for k in ("num_steps", "num_accepted_steps", "num_rejected_steps", "max_steps")
-        if k in sol.stats
+        if k in stats
     }
     return Solution(
         ts=ts,
@@ -298,7 +316,7 @@ def _simulate(
         constraint_drift=drift,
         velocity_drift=vdrift,
         stats=stats,
-        result=sol.result,
+        result=result,
         status=status,
         diagnosis=diagnosis,
         t_reached=t_reached,
@@ -371,6 +389,16 @@ def _validate(system, q0, v0, ts, t0) -> None:
             raise ValueError(f"simulate: the initial state {name} is not finite: {np.asarray(x)}")
 
 
+def _default_adjoint(solver, max_steps: int, n_state: int) -> diffrax.AbstractAdjoint:
+    """:class:`DiscreteAdjoint` for explicit Runge–Kutta solvers while its step store fits in
+    :data:`DISCRETE_ADJOINT_MAX_FLOATS`; diffrax's checkpointed adjoint otherwise."""
+    if isinstance(solver, diffrax.AbstractERK) and max_steps * n_state <= (
+        DISCRETE_ADJOINT_MAX_FLOATS
+    ):
+        return DiscreteAdjoint()
+    return diffrax.RecursiveCheckpointAdjoint()
+
+
 # --------------------------------------------------------------------------- public entry point
 
 
@@ -404,8 +432,9 @@ def simulate(
     - ``ts`` ``(n_t,)`` s: non-decreasing save times; the solve ends at ``ts[-1]``.
     - ``solver``: a diffrax solver; default ``diffrax.Tsit5()``. For stiff models pass
       ``diffrax.Kvaerno5()`` (implicit).
-    - ``adjoint``: default ``diffrax.RecursiveCheckpointAdjoint()`` (checkpointed reverse mode,
-      ``jax.grad``); ``diffrax.ForwardMode()`` for ``jax.jacfwd``/``jax.jvp``.
+    - ``adjoint``: reverse mode (``jax.grad``) by default: :class:`~diffmbs.adjoint.DiscreteAdjoint`
+      with explicit solvers, ``diffrax.RecursiveCheckpointAdjoint()`` otherwise (see the module
+      docstring); ``diffrax.ForwardMode()`` for ``jax.jacfwd``/``jax.jvp``.
     - ``stepsize_controller``: default ``diffrax.PIDController(rtol, atol, dtmin=1e-14 · span,
       force_dtmin=False)``; ``rtol``/``atol`` (relative / absolute, on ``q`` and ``v`` alike)
       are ignored when a controller is given.
@@ -429,7 +458,9 @@ def simulate(
     if solver is None:
         solver = diffrax.Tsit5()
     if adjoint is None:
-        adjoint = diffrax.RecursiveCheckpointAdjoint()
+        adjoint = _default_adjoint(solver, max_steps, q0.shape[0] + v0.shape[0])
+    elif isinstance(adjoint, DiscreteAdjoint):
+        check_supported(solver)
     if stepsize_controller is None:
         # Tolerances as arrays: changing them does not recompile.
         stepsize_controller = diffrax.PIDController(

@@ -213,7 +213,7 @@ class SRSExperiment(AbstractExperiment):
       ``{"adjoint": diffrax.ForwardMode(), "throw": False}``, which suits the forward-mode
       Jacobians that Levenberg–Marquardt uses (``Problem(jac="fwd")``, the default). For
       reverse mode (``Problem(jac="bwd")``) pass ``{"adjoint":
-      diffrax.RecursiveCheckpointAdjoint()}``.
+      diffmbs.adjoint.DiscreteAdjoint()}``.
 
     ``residuals = w · 20 log10(SRS_sim / SRS_meas)`` in dB, shape ``(n_freq,)``.
     """

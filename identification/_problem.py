@@ -16,7 +16,7 @@ mode, ``∇loss = 2 Jᵀ r / m``, through a custom VJP, so reverse-mode users of
 L-BFGS line search, ``jax.grad``) work without reverse-mode differentiation of the simulation.
 ``jac="bwd"`` uses reverse mode (``jax.jacrev``, one cotangent per residual: cheaper when
 ``m < p``) and needs a reverse-mode adjoint in the simulations
-(``diffrax.RecursiveCheckpointAdjoint()``).
+(the default :class:`diffmbs.adjoint.DiscreteAdjoint`).
 """
 
 from __future__ import annotations
