@@ -44,6 +44,7 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import jax.tree_util as jtu
+import numpy as np
 from jaxtyping import Array, PyTree
 
 __all__ = ["DiscreteAdjoint", "solve_with_discrete_adjoint"]
@@ -86,31 +87,29 @@ def _save_at(ts: Array, save_steps: bool) -> diffrax.SaveAt:
 
 
 def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
-    """One explicit Runge–Kutta step as a flat graph of stage evaluations (no loops), so its
-    ``vjp`` is cheap. Returns ``(y_stop, dense)`` with diffrax's dense information
-    ``dict(y0, y1, k)``, ``k`` the stage increments ``h·f_i`` stacked on a leading axis."""
+    """One explicit Runge–Kutta step from the Butcher tableau. Returns ``(y_stop, dense)`` with
+    diffrax's dense information ``dict(y0, y1, k)``, ``k`` the stage increments ``h·f_i``
+    stacked on a leading axis. The stages are a ``lax.scan``, so the vector field is traced
+    once (compile time), as in diffrax."""
+    n_stages = tableau.num_stages
+    a = np.zeros((n_stages, n_stages))
+    for i, row in enumerate(tableau.a_lower):
+        a[i + 1, : i + 1] = row
+    c = jnp.asarray(np.concatenate([[tableau.c1], tableau.c]))
+    a = jnp.asarray(a)
     h = t_stop - t_start
-    ks = []
-    for i in range(tableau.num_stages):
-        if i == 0:
-            t_i, y_i = t_start + tableau.c1 * h, y_start
-        else:
-            t_i = t_start + tableau.c[i - 1] * h
-            y_i = jtu.tree_map(
-                lambda y, *k, a=tableau.a_lower[i - 1]: y + sum(
-                    a_j * k_j for a_j, k_j in zip(a, k, strict=True) if a_j != 0
-                ),
-                y_start,
-                *ks,
-            )
-        ks.append(jtu.tree_map(lambda f: h * f, vector_field(t_i, y_i, args)))
-    y_stop = jtu.tree_map(
-        lambda y, *k: y + sum(b * k_i for b, k_i in zip(tableau.b_sol, k, strict=True) if b != 0),
-        y_start,
-        *ks,
-    )
-    dense = dict(y0=y_start, y1=y_stop, k=jtu.tree_map(lambda *k: jnp.stack(k), *ks))
-    return y_stop, dense
+
+    def combine(weights, ks):
+        return jtu.tree_map(lambda y, k: y + jnp.tensordot(weights, k, axes=1), y_start, ks)
+
+    def stage(ks, i):
+        f = vector_field(t_start + c[i] * h, combine(a[i], ks), args)
+        return jtu.tree_map(lambda k, f_i: k.at[i].set(h * f_i), ks, f), None
+
+    ks = jtu.tree_map(lambda y: jnp.zeros((n_stages,) + y.shape, y.dtype), y_start)
+    ks, _ = jax.lax.scan(stage, ks, jnp.arange(n_stages))
+    y_stop = combine(jnp.asarray(tableau.b_sol), ks)
+    return y_stop, dict(y0=y_start, y1=y_stop, k=ks)
 
 
 def check_supported(solver: diffrax.AbstractSolver) -> None:
