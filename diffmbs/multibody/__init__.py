@@ -1,0 +1,126 @@
+"""Rigid multibody systems (layer 3): bodies, joints, force elements, contact and sensors,
+assembled into a :class:`~diffmbs.system.MechanicalSystem` (:class:`MultibodyModel`).
+
+Pipeline, one private module per stage: ``_bodies`` (rigid bodies, frames, kinematics) →
+``_joints`` (constraint functions) → ``_forces`` / ``_contact`` (force elements) → ``_sensors``
+→ ``_modal`` (flexible FFR bodies; their FE nodes as attachments) → ``_model`` (the model and
+its builder; elements of one type stacked and ``vmap``ped) →
+``_assembly`` (position analysis, consistent velocities, static equilibrium) →
+``_description`` (dicts and TOML files → models).
+"""
+
+from diffmbs.multibody._assembly import (
+    AssemblyError,
+    SingularConfigurationError,
+    assemble,
+    check_configuration,
+    consistent_velocities,
+    project,
+    retract,
+    static_equilibrium,
+)
+from diffmbs.multibody._bodies import GROUND, BodyKinematics, Frame, RigidBody
+from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
+from diffmbs.multibody._description import model_from_dict, model_from_toml
+from diffmbs.multibody._forces import (
+    AbstractForceElement,
+    AppliedForce,
+    AppliedTorque,
+    Bushing,
+    LengthStops,
+    NonlinearSpringDamper,
+    RotationalSpringDamper,
+    SpringDamper,
+    Wrench,
+)
+from diffmbs.multibody._joints import (
+    AbstractJoint,
+    ConstantRate,
+    Cylindrical,
+    Distance,
+    Fixed,
+    Harmonic,
+    Planar,
+    PrescribedPrismatic,
+    PrescribedRevolute,
+    Prismatic,
+    Revolute,
+    Spherical,
+    Universal,
+)
+from diffmbs.multibody._modal import ModalBody, node
+from diffmbs.multibody._model import BodyState, ModelBuilder, ModelError, MultibodyModel
+from diffmbs.multibody._sensors import (
+    AbstractSensor,
+    BodyAngularVelocity,
+    BodyOrientation,
+    ElementForce,
+    JointCoordinates,
+    JointReaction,
+    KineticEnergy,
+    MechanicalEnergy,
+    PointAcceleration,
+    PointPosition,
+    PointVelocity,
+    PotentialEnergy,
+)
+
+__all__ = [
+    "GROUND",
+    "AbstractForceElement",
+    "AbstractJoint",
+    "AbstractSensor",
+    "AppliedForce",
+    "AppliedTorque",
+    "AssemblyError",
+    "BodyAngularVelocity",
+    "BodyKinematics",
+    "BodyOrientation",
+    "BodyState",
+    "Bushing",
+    "ConstantRate",
+    "Cylindrical",
+    "Distance",
+    "ElementForce",
+    "Fixed",
+    "Frame",
+    "Harmonic",
+    "JointCoordinates",
+    "JointReaction",
+    "KineticEnergy",
+    "LengthStops",
+    "MechanicalEnergy",
+    "ModalBody",
+    "ModelBuilder",
+    "ModelError",
+    "MultibodyModel",
+    "NonlinearSpringDamper",
+    "Planar",
+    "PointAcceleration",
+    "PointPlane",
+    "PointPosition",
+    "PointVelocity",
+    "PotentialEnergy",
+    "PrescribedPrismatic",
+    "PrescribedRevolute",
+    "Prismatic",
+    "Revolute",
+    "RigidBody",
+    "RotationalSpringDamper",
+    "SingularConfigurationError",
+    "SpherePlane",
+    "SphereSphere",
+    "Spherical",
+    "SpringDamper",
+    "Universal",
+    "Wrench",
+    "assemble",
+    "check_configuration",
+    "consistent_velocities",
+    "model_from_dict",
+    "model_from_toml",
+    "node",
+    "project",
+    "retract",
+    "static_equilibrium",
+]

@@ -1,0 +1,174 @@
+"""Hunt–Crossley contact between geometric primitives attached to bodies.
+
+Each contact has the normal law of :func:`diffmbs.contact.hunt_crossley_force`:
+``F = K δ_sⁿ max(1 + χ δ̇, 0)`` with the smoothed penetration ``δ_s = ε softplus(δ/ε)``, so the
+force is never tensile and its onset is smooth over ``ε``. Parameters: ``stiffness`` K (N/mⁿ),
+``damping`` χ (s/m); static: ``exponent`` n (1.5 Hertzian), ``smoothing`` ε (m). No friction.
+
+Geometry (body-frame points and directions, metres):
+
+* :class:`SpherePlane`: sphere (``center``, ``radius``) on body i against the plane through
+  ``plane_point`` with outward unit normal ``plane_normal`` on body j; ``δ = radius − h``, h the
+  height of the centre above the plane;
+* :class:`PointPlane`: the same with a point (radius 0);
+* :class:`SphereSphere`: ``δ = r_i + r_j − |c_j − c_i|`` (the distance is guarded at zero).
+
+The normal force acts along the normal at the contact point (the centre's projection on the
+plane; the point between the spheres), equal and opposite on the two bodies. The output (for
+sensors) is the normal force F (N, ≥ 0). Penetration rates are exact time derivatives.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from diffmbs.contact import hunt_crossley_force
+from diffmbs.multibody._bodies import (
+    BodyKinematics,
+    as_float_array,
+    as_vector3,
+    concrete_or_none,
+    dot,
+    matvec,
+)
+from diffmbs.multibody._forces import (
+    AbstractForceElement,
+    Wrench,
+    pair_wrench,
+    smooth_contact_energy,
+)
+from diffmbs.rotations import safe_norm
+
+__all__ = ["PointPlane", "SpherePlane", "SphereSphere"]
+
+
+def as_unit_vector(x) -> Array:
+    """Converter: a 3-vector normalised to unit length (when concrete; must be non-zero)."""
+    x = as_vector3(x)
+    arr = concrete_or_none(x)
+    if arr is None:
+        return x
+    n = np.linalg.norm(arr)
+    if not n > 0:
+        raise ValueError(f"a normal must be a non-zero 3-vector, got {arr.tolist()}")
+    return jnp.asarray(arr / n)
+
+
+def _plane_contact(
+    contact, ki: BodyKinematics, center: Array, radius: Array, kj: BodyKinematics
+) -> tuple[Array, Array, Array, Array]:
+    """``(F, δ, normal, contact point)`` of a sphere on body i against the plane on body j."""
+    c, p0 = ki.point(center), kj.point(contact.plane_point)
+    normal = matvec(kj.rotation, contact.plane_normal)
+    height = dot(c - p0, normal)
+    relative = ki.point_velocity(center) - kj.point_velocity(contact.plane_point)
+    rate = dot(relative, normal) + dot(c - p0, jnp.cross(kj.angular_velocity, normal))
+    delta = radius - height
+    force = hunt_crossley_force(
+        delta, -rate, contact.stiffness, contact.damping, contact.exponent, contact.smoothing
+    )
+    return force, delta, normal, c - height * normal
+
+
+class SpherePlane(AbstractForceElement):
+    """Sphere (``center`` in body i's frame, ``radius`` m) against a plane on body j (or the
+    ground) through ``plane_point`` with outward normal ``plane_normal`` (body j's frame)."""
+
+    body_i: str = eqx.field(static=True)
+    center: Array = eqx.field(converter=as_vector3)
+    radius: Array = eqx.field(converter=as_float_array)
+    body_j: str = eqx.field(static=True)
+    plane_point: Array = eqx.field(converter=as_vector3)
+    plane_normal: Array = eqx.field(converter=as_unit_vector)
+    stiffness: Array = eqx.field(converter=as_float_array)
+    damping: Array = eqx.field(default=0.0, converter=as_float_array)
+    exponent: float = eqx.field(static=True, default=1.5)
+    smoothing: float = eqx.field(static=True, default=1e-6)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def output(self, t, ki, kj):
+        return _plane_contact(self, ki, self.center, self.radius, kj)[0]
+
+    def wrench(self, t, ki, kj):
+        force, _, normal, point = _plane_contact(self, ki, self.center, self.radius, kj)
+        return pair_wrench(-force * normal, point, jnp.zeros_like(normal))
+
+    def potential_energy(self, t, ki, kj):
+        delta = _plane_contact(self, ki, self.center, self.radius, kj)[1]
+        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
+
+
+class PointPlane(AbstractForceElement):
+    """A point (``point`` in body i's frame) against a plane on body j, as :class:`SpherePlane`
+    with zero radius."""
+
+    body_i: str = eqx.field(static=True)
+    point: Array = eqx.field(converter=as_vector3)
+    body_j: str = eqx.field(static=True)
+    plane_point: Array = eqx.field(converter=as_vector3)
+    plane_normal: Array = eqx.field(converter=as_unit_vector)
+    stiffness: Array = eqx.field(converter=as_float_array)
+    damping: Array = eqx.field(default=0.0, converter=as_float_array)
+    exponent: float = eqx.field(static=True, default=1.5)
+    smoothing: float = eqx.field(static=True, default=1e-6)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def output(self, t, ki, kj):
+        return _plane_contact(self, ki, self.point, jnp.zeros(()), kj)[0]
+
+    def wrench(self, t, ki, kj):
+        force, _, normal, point = _plane_contact(self, ki, self.point, jnp.zeros(()), kj)
+        return pair_wrench(-force * normal, point, jnp.zeros_like(normal))
+
+    def potential_energy(self, t, ki, kj):
+        delta = _plane_contact(self, ki, self.point, jnp.zeros(()), kj)[1]
+        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
+
+
+class SphereSphere(AbstractForceElement):
+    """Sphere (``center_i``, ``radius_i``) on body i against sphere (``center_j``,
+    ``radius_j``) on body j; centres in the bodies' frames (m)."""
+
+    body_i: str = eqx.field(static=True)
+    center_i: Array = eqx.field(converter=as_vector3)
+    radius_i: Array = eqx.field(converter=as_float_array)
+    body_j: str = eqx.field(static=True)
+    center_j: Array = eqx.field(converter=as_vector3)
+    radius_j: Array = eqx.field(converter=as_float_array)
+    stiffness: Array = eqx.field(converter=as_float_array)
+    damping: Array = eqx.field(default=0.0, converter=as_float_array)
+    exponent: float = eqx.field(static=True, default=1.5)
+    smoothing: float = eqx.field(static=True, default=1e-6)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def _contact(self, ki, kj):
+        c_i, c_j = ki.point(self.center_i), kj.point(self.center_j)
+        gap = c_j - c_i
+        distance = safe_norm(gap)
+        nonzero = distance > 0
+        normal = jnp.where(nonzero, gap / jnp.where(nonzero, distance, 1.0), 0.0)
+        rate = dot(normal, kj.point_velocity(self.center_j) - ki.point_velocity(self.center_i))
+        delta = self.radius_i + self.radius_j - distance
+        force = hunt_crossley_force(
+            delta, -rate, self.stiffness, self.damping, self.exponent, self.smoothing
+        )
+        return force, delta, normal, c_i + (self.radius_i - 0.5 * delta) * normal
+
+    def output(self, t, ki, kj):
+        return self._contact(ki, kj)[0]
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        force, _, normal, point = self._contact(ki, kj)
+        return pair_wrench(force * normal, point, jnp.zeros_like(normal))
+
+    def potential_energy(self, t, ki, kj):
+        delta = self._contact(ki, kj)[1]
+        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
