@@ -786,6 +786,7 @@ def main(argv=None) -> None:
     parser.add_argument("--de-tol", type=float, default=0.01, help="DE tol (scipy default)")
     parser.add_argument("--no-vectorized", action="store_true", help="skip the vmap DE variant")
     parser.add_argument("--skip-gradient", action="store_true", help="only run case 3")
+    parser.add_argument("--skip-fit", action="store_true", help="only run cases 1 and 2")
     parser.add_argument(
         "--out",
         type=Path,
@@ -807,9 +808,10 @@ def main(argv=None) -> None:
         )
         lines += l12 + [""]
         print("\n".join(l12) + "\n", flush=True)
-    result["fit"], l3 = bench_fit(args)
-    print("\n".join(l3), flush=True)
-    lines += l3
+    if not args.skip_fit:
+        result["fit"], l3 = bench_fit(args)
+        print("\n".join(l3), flush=True)
+        lines += l3
     result["total_wall_s"] = time.perf_counter() - t_start
     result["machine"] = machine_info()
     result["versions"] = {"scipy": scipy.__version__, "diffrax": diffrax.__version__}

@@ -213,6 +213,11 @@ def _diagnose(system, t, q, v, baumgarte, kkt_solver) -> Array:
     return jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0)
 
 
+def _one_at_a_time(fn):
+    """``jax.vmap(fn)`` semantics by ``lax.map``: one unbatched call per sample."""
+    return lambda *xs: jax.lax.map(lambda args: fn(*args), xs)
+
+
 @eqx.filter_jit
 def _simulate(
     system: MechanicalSystem,
@@ -264,8 +269,13 @@ def _simulate(
     drift = jnp.max(jnp.abs(phi), initial=0.0)
     vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
 
-    if project and n_constraints(system, t0, q0) > 0:
-        q, v = jax.vmap(
+    # Batched LAPACK calls (the SVD of constrained KKT systems) deadlocked XLA's CPU thread
+    # pool on 2-core machines; constrained models evaluate their samples one at a time.
+    constrained = n_constraints(system, t0, q0) > 0
+    per_sample = _one_at_a_time if constrained else jax.vmap
+
+    if project and constrained:
+        q, v = per_sample(
             lambda t_, q_, v_: project_state(
                 system, t_, q_, v_, iterations=projection_iterations, kkt_solver=kkt_solver
             )
@@ -275,7 +285,7 @@ def _simulate(
         vdot, lam = accelerations(system, t_, q_, v_, baumgarte, kkt_solver=kkt_solver, check=False)
         return vdot, lam, system.sensors(t_, q_, v_, vdot)
 
-    vdot, lam, sensors = jax.vmap(outputs)(ts, q, v)
+    vdot, lam, sensors = per_sample(outputs)(ts, q, v)
 
     # Classify the outcome.
     row_ok = jnp.stack(
