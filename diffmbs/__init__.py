@@ -6,9 +6,11 @@ double precision.
 It also runs XLA's CPU kernels on one thread (``--xla_cpu_multi_thread_eigen=false`` appended to
 ``XLA_FLAGS``, unless ``XLA_FLAGS`` already names that option; it takes effect when imported
 before JAX's first computation). Simulations are long chains of small operations, where the
-intra-op thread pool only adds synchronisation: gradients ran 1.5× faster without it. On 2-core
-machines the pool also deadlocked in batched LAPACK calls (SVD, Cholesky) of ``vmap``-ped
-equations of motion. Parallelism comes from ``vmap`` batches and devices instead.
+intra-op thread pool only adds synchronisation: gradients ran 1.5× faster without it.
+Parallelism comes from ``vmap`` batches and devices instead. Known issue (jaxlib 0.10, CPU):
+large ``vmap`` batches of batched LAPACK calls (SVD, Cholesky) can deadlock in XLA's thread pool
+whatever this flag says; ``simulate`` evaluates the samples of constrained models one at a
+time, and batch sweeps should be chunked (``identification`` sweeps take ``chunk_size``).
 """
 
 import os
