@@ -23,10 +23,12 @@ from typing import Any
 __all__ = [
     "block_until_ready",
     "first_call",
+    "limit_cores",
     "machine_info",
     "markdown_table",
     "pass_fail",
     "print_table",
+    "time_interleaved",
     "time_median",
     "utc_timestamp",
     "write_json_atomic",
@@ -79,6 +81,58 @@ def time_median(fn: Callable[[], Any], *, repeats: int = 7, warmup: int = 1) -> 
         "warmup": warmup,
         "times_s": times,
     }
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], *, repeats: int = 7, warmup: int = 1
+) -> dict[str, dict[str, Any]]:
+    """Like :func:`time_median` for several functions, called in turn within each repeat.
+
+    On a shared machine the load drifts over seconds; interleaving puts every function under
+    the same drift, so ratios between them (gradient / forward) are fairer than from two
+    separate timing runs. Returns ``{name: time_median-style dict}``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        for fn in fns.values():
+            block_until_ready(fn())
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            block_until_ready(fn())
+            times[name].append(time.perf_counter() - t0)
+    return {
+        name: {
+            "median_s": statistics.median(ts),
+            "min_s": min(ts),
+            "max_s": max(ts),
+            "repeats": repeats,
+            "warmup": warmup,
+            "times_s": ts,
+        }
+        for name, ts in times.items()
+    }
+
+
+def limit_cores(n: int | None) -> list[int] | None:
+    """Restrict this process to ``n`` of its usable CPU cores (Linux ``sched_setaffinity``).
+
+    Must run before JAX's CPU backend starts (the first computation): XLA sizes its thread
+    pool from the cores the process may use. With ``n = 1`` XLA runs single-threaded, which
+    for small models is faster than its 2-thread pool on a 2-core machine (see
+    benchmarks/README.md). Returns the cores now used, or ``None`` when ``n`` is ``None``.
+    """
+    if n is None:
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        raise SystemExit("--cores needs os.sched_setaffinity (Linux)")
+    usable = sorted(os.sched_getaffinity(0))
+    if not 1 <= n <= len(usable):
+        raise SystemExit(f"--cores must be between 1 and {len(usable)}, got {n}")
+    os.sched_setaffinity(0, usable[:n])
+    return usable[:n]
 
 
 def _cpu_model() -> str:

@@ -11,7 +11,8 @@ Three comparisons, in one process:
    octave, reference curve = the model's own SRS at perturbed parameters: forward (simulate + SRS
    + loss), reverse-mode ``jax.grad`` (default ``DiscreteAdjoint``), forward-mode
    ``jax.jacfwd`` of the residual vector (``diffrax.ForwardMode``); ratios and compile times.
-   Bar: gradient ≤ 4× forward.
+   Bar: gradient ≤ 4× forward. All timed functions are called in turn within each repeat
+   (interleaved), so they see the same load drift.
 2. **AD vs central finite differences**: one AD gradient against 2P = 12 forward runs (step h in
    log space), time and agreement.
 3. **Fit vs derivative-free global optimisation** on the two synthetic tests of ``data/mwsm``
@@ -21,7 +22,10 @@ Three comparisons, in one process:
 
 Usage::
 
-    python benchmarks/mwsm.py [--quick] [--repeats 5] [--out benchmarks/results/mwsm.json]
+    python benchmarks/mwsm.py [--quick] [--repeats 5] [--cores N]
+                              [--out benchmarks/results/mwsm.json]
+
+``--cores 1`` runs XLA single-threaded (its thread pool is sized from the usable cores).
 
 See benchmarks/README.md for what is counted and how.
 """
@@ -52,9 +56,11 @@ from diffmbs.srs import octave_frequencies, shock_response_spectrum
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # script or python -m
 from _common import (  # noqa: E402
     first_call,
+    limit_cores,
     machine_info,
     markdown_table,
     pass_fail,
+    time_interleaved,
     time_median,
     utc_timestamp,
     write_json_atomic,
@@ -220,14 +226,11 @@ def bench_gradient(
     f_jac = jax.jit(jax.jacfwd(residual_fwd_mode))
     f_steps = jax.jit(lambda z: srs_db(model, z, ts, dt, freqs)[2])
 
-    rows, timings, compile_s = [], {}, {}
+    rows, compile_s = [], {}
+    timed = {"forward": f_loss, "grad_reverse": f_grad, "jacfwd_residual": f_jac}
     compile_s["forward"], loss0 = first_call(lambda: f_loss(zj))
-    timings["forward"] = time_median(lambda: f_loss(zj), repeats=repeats)
-    t_fwd = timings["forward"]["median_s"]
     compile_s["grad_reverse"], g_ad = first_call(lambda: f_grad(zj))
-    timings["grad_reverse"] = time_median(lambda: f_grad(zj), repeats=repeats)
     compile_s["jacfwd_residual"], jac = first_call(lambda: f_jac(zj))
-    timings["jacfwd_residual"] = time_median(lambda: f_jac(zj), repeats=repeats)
     n_steps = int(f_steps(zj))
     g_ad = np.asarray(g_ad)
     # Gradient of the loss from the forward-mode Jacobian: (2/n) Jᵀ r.
@@ -257,10 +260,15 @@ def bench_gradient(
             res_v = make_residual([model], ts, dt, freqs, [ref_db], **kw)
             f_v = jax.jit(jax.grad(lambda z, res_v=res_v: jnp.mean(res_v(z) ** 2)))
             compile_s[key], g_v = first_call(lambda f_v=f_v: f_v(zj))
-            timings[key] = time_median(lambda f_v=f_v: f_v(zj), repeats=repeats)
+            timed[key] = f_v
             labels[key] = label
             extra[key] = float(np.max(np.abs(np.asarray(g_v) - g_ad)) / np.max(np.abs(g_ad)))
 
+    # Interleaved: every repeat calls each function once, so all see the same load drift.
+    timings = time_interleaved(
+        {key: (lambda f=f: f(zj)) for key, f in timed.items()}, repeats=repeats
+    )
+    t_fwd = timings["forward"]["median_s"]
     t_fwd_min = timings["forward"]["min_s"]
     for key, label in labels.items():
         med, mn = timings[key]["median_s"], timings[key]["min_s"]
@@ -453,8 +461,13 @@ def fit_problem(models, ts, freqs, meas_db, z0, lo, hi) -> idf.Problem:
     )
     experiments = [
         idf.SRSExperiment(
-            f"drop_{h:g}ft", model, "equipment_acceleration", ts, freqs,
-            10.0 ** (db / 20.0) * G, damping=DAMPING,
+            f"drop_{h:g}ft",
+            model,
+            "equipment_acceleration",
+            ts,
+            freqs,
+            10.0 ** (db / 20.0) * G,
+            damping=DAMPING,
         )  # fmt: skip
         for h, model, db in zip(HEIGHTS_FT, models, meas_db, strict=True)
     ]
@@ -793,14 +806,20 @@ def main(argv=None) -> None:
         default=Path(__file__).resolve().parent / "results" / "mwsm.json",
         help="JSON output path (default: benchmarks/results/mwsm.json)",
     )
+    parser.add_argument(
+        "--cores", type=int, default=None,
+        help="run on this many CPU cores (XLA sizes its thread pool from them; default: all)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    cores = limit_cores(args.cores)
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.de_popsize = args.de_popsize or (5 if args.quick else 8)
     args.de_maxiter = args.de_maxiter or (8 if args.quick else 30)
     variants = not (args.quick or args.no_grad_variants)
 
     t_start = time.perf_counter()
-    result = {"benchmark": "mwsm", "timestamp_utc": utc_timestamp(), "quick": args.quick}
+    result = {"benchmark": "mwsm", "timestamp_utc": utc_timestamp(), "quick": args.quick,
+              "cores": cores}  # fmt: skip
     lines = []
     if not args.skip_gradient:
         result["gradient"], l12 = bench_gradient(

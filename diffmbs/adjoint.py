@@ -61,7 +61,7 @@ class DiscreteAdjoint(eqx.Module):
     step.
     """
 
-    chunk: int = eqx.field(static=True, default=32)
+    chunk: int = eqx.field(static=True, default=128)
     jacobian_max_state: int = eqx.field(static=True, default=32)
 
 
