@@ -55,6 +55,7 @@ from diffmbs.adjoint import DiscreteAdjoint, check_supported, solve_with_discret
 from diffmbs.system import (
     DEFAULT_BAUMGARTE,
     AbstractKKTSolver,
+    LeastSquaresKKT,
     MechanicalSystem,
     accelerations,
     constraint_jacobian,
@@ -269,10 +270,11 @@ def _simulate(
     drift = jnp.max(jnp.abs(phi), initial=0.0)
     vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
 
-    # Batched LAPACK calls (the SVD of constrained KKT systems) deadlocked XLA's CPU thread
-    # pool on 2-core machines; constrained models evaluate their samples one at a time.
+    # A batched SVD (LeastSquaresKKT, the position projection) can deadlock jaxlib 0.10's CPU
+    # thread pool (see diffmbs._linalg); those paths evaluate their samples one at a time.
     constrained = n_constraints(system, t0, q0) > 0
-    per_sample = _one_at_a_time if constrained else jax.vmap
+    uses_svd = constrained and (project or isinstance(kkt_solver, LeastSquaresKKT))
+    per_sample = _one_at_a_time if uses_svd else jax.vmap
 
     if project and constrained:
         q, v = per_sample(
@@ -453,7 +455,7 @@ def simulate(
     - ``baumgarte``: ``(α, β)`` in 1/s, see :func:`diffmbs.system.accelerations`.
     - ``t0`` s: start time, default ``ts[0]``.
     - ``kkt_solver``: strategy for constrained systems, default
-      :class:`~diffmbs.system.LeastSquaresKKT`.
+      :class:`~diffmbs.system.AugmentedLagrangianKKT`.
     - ``project``: project the saved ``(q, v)`` onto ``Φ = 0``, ``Φ̇ = 0`` (Newton, fixed
       ``projection_iterations``) before evaluating accelerations and sensors. The integration
       itself is not altered.

@@ -36,18 +36,20 @@ Derived quantities, as pure functions ``f(system, ...)``:
 
 How the KKT system is solved is a strategy object (:class:`AbstractKKTSolver`):
 
-* :class:`LeastSquaresKKT` (default) solves the symmetrically equilibrated KKT matrix by SVD
+* :class:`AugmentedLagrangianKKT` (default; Bayo & García de Jalón) factors ``M + ρ Φ_vᵀ Φ_v``
+  once by Cholesky and updates ``λ`` a fixed number of times (a static Python loop, so reverse
+  mode works without a ``while_loop``). Redundant constraints are fine (``λ`` comes back as the
+  minimum-norm split). Its Cholesky and solves go through :mod:`diffmbs._linalg`, so
+  ``vmap`` over models is safe on CPU and derivatives are implicit through the same factor.
+  Accuracy: round-off in float64 for well-scaled models (see the class).
+* :class:`LeastSquaresKKT` solves the symmetrically equilibrated KKT matrix by SVD
   (``lineax.SVD``, the minimum-norm least-squares solution). It is exact to round-off for
   well-posed systems, and it is *well defined at rank deficiency*: redundant constraints (a
   planar mechanism built from 3-D joints, a constraint written twice) make the KKT matrix
   singular, yet ``v̇`` is still unique and ``λ`` comes back as the minimum-norm split of the
   reaction between the redundant equations. Derivatives go through ``lineax``'s implicit rules
-  for the pseudo-inverse, not through the SVD itself (whose derivative is undefined at repeated
-  singular values), so reverse mode is safe at rank deficiency too.
-* :class:`AugmentedLagrangianKKT` (Bayo & García de Jalón) factors ``M + ρ Φ_vᵀ Φ_v`` once by
-  Cholesky and updates ``λ`` a fixed number of times (a static Python loop, so reverse mode works
-  without a ``while_loop``). Cheaper for larger models and on GPUs; its accuracy depends on the
-  penalty and the iteration count (see the class).
+  for the pseudo-inverse. A reference: several times slower than the default, and under
+  ``vmap`` on CPU its batched SVD can hang jaxlib 0.10 (see :mod:`diffmbs._linalg`).
 
 Both check that the problem has a unique acceleration, i.e. that ``M`` is positive definite on
 the null space of ``Φ_v`` (equivalently that ``M + Φ_vᵀ Φ_v`` is, after equilibration). A mass
@@ -65,9 +67,10 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import lineax as lx
 from jaxtyping import Array, ArrayLike
+
+from diffmbs._linalg import cholesky_factor, spd_solve
 
 __all__ = [
     "DEFAULT_BAUMGARTE",
@@ -239,11 +242,12 @@ def _equilibrate(mass: Array, jac: Array) -> tuple[Array, Array, Array, Array]:
 
 
 def _cholesky_checked(a: Array) -> tuple[Array, Array]:
-    """Cholesky factor of a symmetric matrix with unit-order diagonal, and whether it is
-    numerically positive definite: finite, with every pivot² above ``100 n ε · max diag``."""
+    """Cholesky factor (no gradient; see :mod:`diffmbs._linalg`) of a symmetric matrix with
+    unit-order diagonal, and whether it is numerically positive definite: finite, with every
+    pivot² above ``100 n ε · max diag``."""
     a = 0.5 * (a + a.T)
     n = a.shape[0]
-    low = jnp.linalg.cholesky(a)
+    low = cholesky_factor(a)
     piv = jnp.diagonal(low)
     eps = jnp.finfo(a.dtype).eps
     scale = jnp.max(jnp.abs(jnp.diagonal(a)))
@@ -282,7 +286,8 @@ class AbstractKKTSolver(eqx.Module):
 
 
 class LeastSquaresKKT(AbstractKKTSolver):
-    """Minimum-norm least-squares solution of the equilibrated KKT system by SVD (default).
+    """Minimum-norm least-squares solution of the equilibrated KKT system by SVD (a reference;
+    not safe under ``vmap`` on CPU with jaxlib 0.10, see :mod:`diffmbs._linalg`).
 
     The KKT matrix is scaled symmetrically so that ``diag(M) = 1`` and each constraint row is a
     unit vector, then solved with ``lineax.SVD``: singular values below ``rcond · σ_max`` are
@@ -335,7 +340,9 @@ class AugmentedLagrangianKKT(AbstractKKTSolver):
     def __call__(self, mass, jac, force, rhs):
         s_v, s_c, m_t, j_t = _equilibrate(mass, jac)
         rho = jnp.asarray(self.penalty, dtype=m_t.dtype)
-        low, _ = _cholesky_checked(m_t + rho * (j_t.T @ j_t))
+        a = m_t + rho * (j_t.T @ j_t)
+        a = 0.5 * (a + a.T)
+        low, _ = _cholesky_checked(a)
         ok = _cholesky_checked(m_t + j_t.T @ j_t)[1]
         f_t, c_t = s_v * force, s_c * rhs
         lam = jnp.zeros_like(c_t)
@@ -345,7 +352,7 @@ class AugmentedLagrangianKKT(AbstractKKTSolver):
             # the current residuals, so round-off scales with the correction, not with ρ.
             r_force = f_t - m_t @ z - j_t.T @ lam
             r_con = c_t - j_t @ z
-            z = z + jsl.cho_solve((low, True), r_force + rho * (j_t.T @ r_con))
+            z = z + spd_solve(a, r_force + rho * (j_t.T @ r_con), low)
             lam = lam + rho * (j_t @ z - c_t)
         return s_v * z, s_c * lam, ok
 
@@ -356,8 +363,9 @@ class AugmentedLagrangianKKT(AbstractKKTSolver):
 def _solve_mass(mass: Array, force: Array) -> tuple[Array, Array]:
     """``M⁻¹ Q`` by Cholesky of the Jacobi-scaled ``M``, and whether ``M`` is definite."""
     s_v, _, m_t, _ = _equilibrate(mass, jnp.zeros((0, mass.shape[0]), mass.dtype))
+    m_t = 0.5 * (m_t + m_t.T)
     low, ok = _cholesky_checked(m_t)
-    return s_v * jsl.cho_solve((low, True), s_v * force), ok
+    return s_v * spd_solve(m_t, s_v * force, low), ok
 
 
 def accelerations(
@@ -373,9 +381,9 @@ def accelerations(
     """Accelerations ``v̇`` (shape ``(n_v,)``) and multipliers ``λ`` (shape ``(n_c,)``).
 
     Solves ``[M Φ_vᵀ; Φ_v 0][v̇; λ] = [Q; γ − 2α Φ̇ − β² Φ]`` with ``(α, β) = baumgarte`` (1/s)
-    using ``kkt_solver`` (default :class:`LeastSquaresKKT`); without constraints, ``M v̇ = Q`` by
-    Cholesky. ``λ`` is in units of ``Q`` divided by those of ``Φ_v``; the constraint force is
-    ``−Φ_vᵀ λ``.
+    using ``kkt_solver`` (default :class:`AugmentedLagrangianKKT`); without constraints,
+    ``M v̇ = Q`` by Cholesky. ``λ`` is in units of ``Q`` divided by those of ``Φ_v``; the
+    constraint force is ``−Φ_vᵀ λ``.
 
     ``check=True``: a mass matrix that is not positive definite on the admissible motions raises
     (``eqx.error_if``: a Python error eagerly, a runtime error under ``jit``).
@@ -393,7 +401,7 @@ def accelerations(
         phi, phidot, gamma = constraint_terms(system, t, q, v)
         jac = constraint_jacobian(system, t, q, v)
         rhs = gamma - 2 * alpha * phidot - beta**2 * phi
-        solver = LeastSquaresKKT() if kkt_solver is None else kkt_solver
+        solver = AugmentedLagrangianKKT() if kkt_solver is None else kkt_solver
         vdot, lam, ok = solver(mass, jac, force, rhs)
     if check:
         vdot = eqx.error_if(vdot, jnp.logical_not(ok), SINGULAR_MASS_MESSAGE)
@@ -428,7 +436,7 @@ def project_state(
     for _ in range(iterations):
         op = lx.MatrixLinearOperator(phi_q(q))
         q = q - lx.linear_solve(op, system.constraints(t, q), solver=svd, throw=False).value
-    solver = LeastSquaresKKT() if kkt_solver is None else kkt_solver
+    solver = AugmentedLagrangianKKT() if kkt_solver is None else kkt_solver
     jac = constraint_jacobian(system, t, q, v)
     dv, _, _ = solver(
         system.mass(q), jac, jnp.zeros_like(v), -velocity_constraints(system, t, q, v)

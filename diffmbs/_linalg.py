@@ -1,0 +1,72 @@
+"""Dense symmetric positive-definite solves that are safe to ``vmap`` on CPU and differentiable.
+
+Why this module exists: jaxlib 0.10's CPU LAPACK kernels split a *batched* call (``vmap`` of a
+Cholesky factorisation or triangular solve) over XLA's intra-op thread pool and block on the
+pieces. When as many batched calls run at once as the pool has threads (two on a 2-core
+machine, e.g. two independent factorisations of one KKT solve), every pool thread waits for
+work queued behind it and the program hangs for ever. ``vmap(simulate)`` of a constrained model
+and the vectorised step Jacobians of :class:`diffmbs.adjoint.DiscreteAdjoint` both do this.
+
+Here every LAPACK call sits behind :func:`jax.custom_batching.custom_vmap`: unbatched it is the
+usual kernel; batched on the CPU backend it becomes a ``lax.map`` of unbatched calls (the same
+kernels, one matrix at a time; no thread-pool fan-out); on GPU it is the native batched kernel.
+``custom_vmap`` functions cannot be differentiated, so LAPACK only ever sees values without
+tangents: the factor is computed from ``stop_gradient`` inputs and derivatives of the solution go
+through :func:`jax.lax.custom_linear_solve` (implicit differentiation, ``ẋ = A⁻¹(ḃ − Ȧx)``,
+which reuses the same factor), exactly as differentiating the LAPACK solve would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+from jax.custom_batching import custom_vmap
+from jaxtyping import Array
+
+__all__ = ["cholesky_factor", "spd_solve"]
+
+
+def _one_matrix_at_a_time(fn: Callable[..., Array]) -> Callable[..., Array]:
+    """``fn`` (positional array arguments, one array out); under ``vmap`` on CPU a ``lax.map``."""
+    wrapped = custom_vmap(fn)
+
+    @wrapped.def_vmap
+    def _rule(axis_size, in_batched, *args):
+        if jax.default_backend() != "cpu":
+            in_axes = tuple(0 if b else None for b in in_batched)
+            return jax.vmap(fn, in_axes=in_axes)(*args), True
+        batched = tuple(a for a, b in zip(args, in_batched, strict=True) if b)
+
+        def one(xs):
+            it = iter(xs)
+            # `wrapped`, not `fn`: an enclosing vmap of this map is caught by this rule again.
+            return wrapped(*(next(it) if b else a for a, b in zip(args, in_batched, strict=True)))
+
+        return jax.lax.map(one, batched), True
+
+    return wrapped
+
+
+_cholesky = _one_matrix_at_a_time(jnp.linalg.cholesky)
+_cho_solve = _one_matrix_at_a_time(lambda low, b: jsl.cho_solve((low, True), b))
+
+
+def cholesky_factor(a: Array) -> Array:
+    """Lower Cholesky factor of the symmetric matrix ``a`` ``(n, n)``, carrying no gradient
+    (NaN entries where ``a`` is not positive definite, as LAPACK reports it)."""
+    return _cholesky(jax.lax.stop_gradient(a))
+
+
+def spd_solve(a: Array, b: Array, low: Array | None = None) -> Array:
+    """``a⁻¹ b`` for symmetric positive-definite ``a`` ``(n, n)`` and ``b`` ``(n,)``.
+
+    ``low``: ``cholesky_factor(a)`` if already computed. Differentiable in ``a`` and ``b`` in
+    forward and reverse mode (implicitly, through the same factor).
+    """
+    low = cholesky_factor(a) if low is None else jax.lax.stop_gradient(low)
+    return jax.lax.custom_linear_solve(
+        lambda x: a @ x, b, solve=lambda _, r: _cho_solve(low, r), symmetric=True
+    )
