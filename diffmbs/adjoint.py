@@ -55,14 +55,17 @@ class DiscreteAdjoint(eqx.Module):
     docstring). Pass as ``simulate(..., adjoint=DiscreteAdjoint())``; the default for explicit
     solvers. Memory: the state at every accepted step, ``max_steps × n_state`` floats.
 
-    ``chunk``: steps whose parameter cotangents (and, for small models, step Jacobians) are
-    computed together, vectorised. ``jacobian_max_state``: up to this many state variables the
-    state cotangent goes through explicit step Jacobians; above it, through one ``vjp`` per
-    step.
+    ``jacobian_max_state``: up to this many state variables the state cotangent goes through
+    explicit step Jacobians (one vectorised ``jacfwd``, ``n_state`` tangents per step: cheap
+    for small, overhead-bound models such as the lumped shock machine); above it, through one
+    ``vjp`` per step (better when a step is expensive, e.g. a constrained multibody model).
+    ``chunk``: steps whose parameter cotangents (and step Jacobians) are computed together,
+    vectorised; ``None``: 128 with step Jacobians, 32 with one ``vjp`` per step (the last
+    chunk is computed whole, so long chunks waste work on short simulations).
     """
 
-    chunk: int = eqx.field(static=True, default=128)
-    jacobian_max_state: int = eqx.field(static=True, default=32)
+    chunk: int | None = eqx.field(static=True, default=None)
+    jacobian_max_state: int = eqx.field(static=True, default=16)
 
 
 def _zeros_like_tree(tree: PyTree) -> PyTree:
@@ -233,6 +236,8 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
     #    vectorised vjp.
     y0_flat, unflatten = jax.flatten_util.ravel_pytree(y0)
     small_state = y0_flat.shape[0] <= jacobian_max_state
+    if chunk is None:
+        chunk = 128 if small_state else 32
 
     def pullback(n, cotangent, wrt_params):
         t_start, y_start = step_start(n)

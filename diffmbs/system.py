@@ -340,10 +340,11 @@ class AugmentedLagrangianKKT(AbstractKKTSolver):
     def __call__(self, mass, jac, force, rhs):
         s_v, s_c, m_t, j_t = _equilibrate(mass, jac)
         rho = jnp.asarray(self.penalty, dtype=m_t.dtype)
-        a = m_t + rho * (j_t.T @ j_t)
+        jtj = j_t.T @ j_t
+        a = m_t + rho * jtj
         a = 0.5 * (a + a.T)
         low, _ = _cholesky_checked(a)
-        ok = _cholesky_checked(m_t + j_t.T @ j_t)[1]
+        ok = _cholesky_checked(m_t + jtj)[1]
         f_t, c_t = s_v * force, s_c * rhs
         lam = jnp.zeros_like(c_t)
         z = jnp.zeros_like(f_t)
