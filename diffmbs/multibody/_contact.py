@@ -20,6 +20,7 @@ sensors) is the normal force F (N, ≥ 0). Penetration rates are exact time deri
 
 from __future__ import annotations
 
+import abc
 from typing import ClassVar
 
 import equinox as eqx
@@ -59,10 +60,33 @@ def as_unit_vector(x) -> Array:
     return jnp.asarray(arr / n)
 
 
+class _AbstractContact(AbstractForceElement):
+    """Shared force, output and energy of a Hunt–Crossley contact between body i and body j;
+    a primitive pair only implements :meth:`contact`."""
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    @abc.abstractmethod
+    def contact(self, ki: BodyKinematics, kj: BodyKinematics) -> tuple[Array, Array, Array, Array]:
+        """``(F, δ, direction of the force on body j (unit), contact point)``; world frame."""
+
+    def output(self, t, ki, kj):
+        return self.contact(ki, kj)[0]
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        force, _, direction, point = self.contact(ki, kj)
+        return pair_wrench(force * direction, point, jnp.zeros_like(direction))
+
+    def potential_energy(self, t, ki, kj):
+        delta = self.contact(ki, kj)[1]
+        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
+
+
 def _plane_contact(
     contact, ki: BodyKinematics, center: Array, radius: Array, kj: BodyKinematics
 ) -> tuple[Array, Array, Array, Array]:
-    """``(F, δ, normal, contact point)`` of a sphere on body i against the plane on body j."""
+    """``(F, δ, −normal, contact point)`` of a sphere on body i against the plane on body j
+    (the force pushes body j along −normal)."""
     c, p0 = ki.point(center), kj.point(contact.plane_point)
     normal = matvec(kj.rotation, contact.plane_normal)
     height = dot(c - p0, normal)
@@ -72,10 +96,10 @@ def _plane_contact(
     force = hunt_crossley_force(
         delta, -rate, contact.stiffness, contact.damping, contact.exponent, contact.smoothing
     )
-    return force, delta, normal, c - height * normal
+    return force, delta, -normal, c - height * normal
 
 
-class SpherePlane(AbstractForceElement):
+class SpherePlane(_AbstractContact):
     """Sphere (``center`` in body i's frame, ``radius`` m) against a plane on body j (or the
     ground) through ``plane_point`` with outward normal ``plane_normal`` (body j's frame)."""
 
@@ -90,21 +114,11 @@ class SpherePlane(AbstractForceElement):
     exponent: float = eqx.field(static=True, default=1.5)
     smoothing: float = eqx.field(static=True, default=1e-6)
 
-    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
-
-    def output(self, t, ki, kj):
-        return _plane_contact(self, ki, self.center, self.radius, kj)[0]
-
-    def wrench(self, t, ki, kj):
-        force, _, normal, point = _plane_contact(self, ki, self.center, self.radius, kj)
-        return pair_wrench(-force * normal, point, jnp.zeros_like(normal))
-
-    def potential_energy(self, t, ki, kj):
-        delta = _plane_contact(self, ki, self.center, self.radius, kj)[1]
-        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
+    def contact(self, ki, kj):
+        return _plane_contact(self, ki, self.center, self.radius, kj)
 
 
-class PointPlane(AbstractForceElement):
+class PointPlane(_AbstractContact):
     """A point (``point`` in body i's frame) against a plane on body j, as :class:`SpherePlane`
     with zero radius."""
 
@@ -118,21 +132,11 @@ class PointPlane(AbstractForceElement):
     exponent: float = eqx.field(static=True, default=1.5)
     smoothing: float = eqx.field(static=True, default=1e-6)
 
-    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
-
-    def output(self, t, ki, kj):
-        return _plane_contact(self, ki, self.point, jnp.zeros(()), kj)[0]
-
-    def wrench(self, t, ki, kj):
-        force, _, normal, point = _plane_contact(self, ki, self.point, jnp.zeros(()), kj)
-        return pair_wrench(-force * normal, point, jnp.zeros_like(normal))
-
-    def potential_energy(self, t, ki, kj):
-        delta = _plane_contact(self, ki, self.point, jnp.zeros(()), kj)[1]
-        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
+    def contact(self, ki, kj):
+        return _plane_contact(self, ki, self.point, jnp.zeros(()), kj)
 
 
-class SphereSphere(AbstractForceElement):
+class SphereSphere(_AbstractContact):
     """Sphere (``center_i``, ``radius_i``) on body i against sphere (``center_j``,
     ``radius_j``) on body j; centres in the bodies' frames (m)."""
 
@@ -147,9 +151,7 @@ class SphereSphere(AbstractForceElement):
     exponent: float = eqx.field(static=True, default=1.5)
     smoothing: float = eqx.field(static=True, default=1e-6)
 
-    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
-
-    def _contact(self, ki, kj):
+    def contact(self, ki, kj):
         c_i, c_j = ki.point(self.center_i), kj.point(self.center_j)
         gap = c_j - c_i
         distance = safe_norm(gap)
@@ -161,14 +163,3 @@ class SphereSphere(AbstractForceElement):
             delta, -rate, self.stiffness, self.damping, self.exponent, self.smoothing
         )
         return force, delta, normal, c_i + (self.radius_i - 0.5 * delta) * normal
-
-    def output(self, t, ki, kj):
-        return self._contact(ki, kj)[0]
-
-    def wrench(self, t, ki, kj) -> Wrench:
-        force, _, normal, point = self._contact(ki, kj)
-        return pair_wrench(force * normal, point, jnp.zeros_like(normal))
-
-    def potential_energy(self, t, ki, kj):
-        delta = self._contact(ki, kj)[1]
-        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)

@@ -366,6 +366,11 @@ class Bushing(AbstractForceElement):
 # --------------------------------------------------------------------------- applied loads
 
 
+def _check_axes(axes: str) -> None:
+    if axes not in ("world", "body"):
+        raise ValueError(f"axes must be 'world' or 'body', got {axes!r}")
+
+
 def _axes(kinematics: BodyKinematics, vector: Array, axes: str) -> Array:
     return matvec(kinematics.rotation, vector) if axes == "body" else vector
 
@@ -384,8 +389,7 @@ class AppliedForce(AbstractForceElement):
     attachments: ClassVar[tuple[str, ...]] = ("body",)
 
     def __check_init__(self):
-        if self.axes not in ("world", "body"):
-            raise ValueError(f"axes must be 'world' or 'body', got {self.axes!r}")
+        _check_axes(self.axes)
 
     def output(self, t, k):
         return _axes(k, jnp.asarray(self.force(t, k)), self.axes)
@@ -406,8 +410,7 @@ class AppliedTorque(AbstractForceElement):
     attachments: ClassVar[tuple[str, ...]] = ("body",)
 
     def __check_init__(self):
-        if self.axes not in ("world", "body"):
-            raise ValueError(f"axes must be 'world' or 'body', got {self.axes!r}")
+        _check_axes(self.axes)
 
     def output(self, t, k):
         return _axes(k, jnp.asarray(self.torque(t, k)), self.axes)
