@@ -148,6 +148,10 @@ class MechanicalSystem(eqx.Module):
         del q
         return v
 
+    def mass_and_forces(self, t: ArrayLike, q: Array, v: Array) -> tuple[Array, Array]:
+        """``(M(q), Q(t, q, v))`` together; override when both share expensive work."""
+        return self.mass(q), self.forces(t, q, v)
+
     def sensors(
         self,
         t: ArrayLike,
@@ -393,8 +397,7 @@ def accelerations(
     """
     alpha, beta = baumgarte
     t = _time(t, q)
-    mass = system.mass(q)
-    force = system.forces(t, q, v)
+    mass, force = system.mass_and_forces(t, q, v)
     if n_constraints(system, t, q) == 0:
         vdot, ok = _solve_mass(mass, force)
         lam = jnp.zeros((0,), dtype=vdot.dtype)

@@ -64,8 +64,10 @@ from diffmbs.multibody._sensors import (
     PointVelocity,
     PotentialEnergy,
 )
+from diffmbs.multibody._tree import JointCoordinateModel
 
 __all__ = [
+    "JointCoordinateModel",
     "GROUND",
     "AbstractForceElement",
     "AbstractJoint",

@@ -304,10 +304,13 @@ class BodyStack(eqx.Module):
     def mass_matrix(self) -> Array:
         """The constant block-diagonal mass matrix ``diag(m_i I₃, J̄_i)``, shape (6n, 6n)."""
         n = self.count
-        blocks = jnp.zeros((n, 6, 6), dtype=self.mass.dtype)
+        return jnp.einsum("ij,iab->iajb", jnp.eye(n), self.mass_blocks()).reshape(6 * n, 6 * n)
+
+    def mass_blocks(self) -> Array:
+        """The bodies' 6×6 mass matrices ``diag(m_i I₃, J̄_i)``, shape (n, 6, 6)."""
+        blocks = jnp.zeros((self.count, 6, 6), dtype=self.mass.dtype)
         blocks = blocks.at[:, :3, :3].set(self.mass[:, None, None] * jnp.eye(3))
-        blocks = blocks.at[:, 3:, 3:].set(self.inertia)
-        return jnp.einsum("ij,iab->iajb", jnp.eye(n), blocks).reshape(6 * n, 6 * n)
+        return blocks.at[:, 3:, 3:].set(self.inertia)
 
     def initial_state(self) -> tuple[Array, Array]:
         """``(q0, v0)`` of shapes (7n,), (6n,) from the bodies' initial poses and velocities."""
@@ -331,15 +334,29 @@ class BodyStack(eqx.Module):
         qb = q.reshape(-1, 7)
         rot = quat_to_matrix(qb[:, 3:])
         if v is None:
-            vel = omega = jnp.zeros_like(qb[:, :3])
+            return self.with_ground(rot, qb[:, :3])
+        vb = v.reshape(-1, 6)
+        return self.with_ground(rot, qb[:, :3], vb[:, :3], vb[:, 3:])
+
+    def with_ground(
+        self,
+        rotation: Array,
+        position: Array,
+        velocity: Array | None = None,
+        omega_bar: Array | None = None,
+    ) -> BodyKinematics:
+        """Stacked :class:`BodyKinematics` from the bodies' rotations R (n, 3, 3), COM positions
+        (n, 3) and, optionally, COM velocities (n, 3) and body-axes angular velocities ω̄ (n, 3);
+        the ground is appended as row n."""
+        zero = jnp.zeros((1, 3), dtype=position.dtype)
+        if velocity is None:
+            velocity = omega = jnp.zeros_like(position)
         else:
-            vb = v.reshape(-1, 6)
-            vel, omega = vb[:, :3], matvec(rot, vb[:, 3:])
-        zero = jnp.zeros((1, 3), dtype=qb.dtype)
+            omega = matvec(rotation, omega_bar)
         return BodyKinematics(
-            position=jnp.concatenate([qb[:, :3], zero]),
-            rotation=jnp.concatenate([rot, jnp.eye(3, dtype=qb.dtype)[None]]),
+            position=jnp.concatenate([position, zero]),
+            rotation=jnp.concatenate([rotation, jnp.eye(3, dtype=position.dtype)[None]]),
             com=jnp.concatenate([self.com, zero]),
-            velocity=jnp.concatenate([vel, zero]),
+            velocity=jnp.concatenate([velocity, zero]),
             angular_velocity=jnp.concatenate([omega, zero]),
         )

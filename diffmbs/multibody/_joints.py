@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from diffmbs.multibody._bodies import BodyKinematics, Frame, as_float_array, as_frame, dot
-from diffmbs.rotations import safe_norm
+from diffmbs.rotations import matrix_to_quat, quat_derivative, quat_to_matrix, safe_norm
 
 __all__ = [
     "AbstractJoint",
@@ -87,6 +87,25 @@ class AbstractJoint(eqx.Module):
         del ki, kj
         return jnp.zeros((0,))
 
+    # Joint-coordinate (tree) form, used by :class:`~diffmbs.multibody.JointCoordinateModel`.
+    motion_sizes: ClassVar[tuple[int, int] | None] = None
+    """``(n_q, n_v)`` of the joint's own coordinates and velocities when it is a tree joint of a
+    joint-coordinate model; ``None``: the joint is always kept as a constraint (a loop)."""
+
+    def motion(self, coordinates: Array) -> tuple[Array, Array]:
+        """Pose of frame j relative to frame i at the joint coordinates (shape ``(n_q,)``):
+        rotation (3, 3) and origin (3,) in frame-i axes, satisfying Φ = 0 for every value."""
+        raise NotImplementedError(f"{type(self).__name__} has no joint-coordinate form")
+
+    def motion_coordinates(self, rotation: Array, translation: Array) -> Array:
+        """The inverse of :meth:`motion`: coordinates (n_q,) of a relative pose with Φ = 0."""
+        raise NotImplementedError(f"{type(self).__name__} has no joint-coordinate form")
+
+    def motion_qdot(self, coordinates: Array, velocity: Array) -> Array:
+        """Coordinate rates from the joint velocities (n_v,); the identity unless overridden."""
+        del coordinates
+        return velocity
+
     def world_frames(self, ki: BodyKinematics, kj: BodyKinematics):
         """``(o_i, X_i, o_j, X_j)``: world origins (3,) and axes (3, 3) of the two joint frames."""
         return (*ki.frame(self.frame_i), *kj.frame(self.frame_j))
@@ -119,6 +138,31 @@ def _along(xi: Array, d: Array) -> Array:
     return dot(xi[:, 2], d)
 
 
+def _elementary_rotation(axis: int, angle: Array) -> Array:
+    """Rotation by ``angle`` (rad) about coordinate axis ``axis`` (0, 1, 2), shape (3, 3)."""
+    c, s = jnp.cos(angle), jnp.sin(angle)
+    one, zero = jnp.ones_like(c), jnp.zeros_like(c)
+    rows = (
+        ((one, zero, zero), (zero, c, -s), (zero, s, c)),
+        ((c, zero, s), (zero, one, zero), (-s, zero, c)),
+        ((c, -s, zero), (s, c, zero), (zero, zero, one)),
+    )[axis]
+    return jnp.stack([jnp.stack(row) for row in rows])
+
+
+def _planar_angle(rotation: Array) -> Array:
+    """Angle about z of a relative rotation that keeps z (rad, (−π, π])."""
+    return jnp.arctan2(rotation[1, 0], rotation[0, 0])
+
+
+def _no_rotation(dtype) -> Array:
+    return jnp.eye(3, dtype=dtype)
+
+
+def _axial(s: Array) -> Array:
+    return jnp.stack([jnp.zeros_like(s), jnp.zeros_like(s), s])
+
+
 # --------------------------------------------------------------------------- joints
 
 
@@ -126,6 +170,16 @@ class Spherical(AbstractJoint):
     """Ball joint: the two frame origins coincide (3 rotational DOF)."""
 
     n_equations: ClassVar[int] = 3
+    motion_sizes: ClassVar[tuple[int, int]] = (4, 3)  # quaternion; ω in frame-j axes
+
+    def motion(self, coordinates):
+        return quat_to_matrix(coordinates), jnp.zeros(3, dtype=coordinates.dtype)
+
+    def motion_coordinates(self, rotation, translation):
+        return matrix_to_quat(rotation)
+
+    def motion_qdot(self, coordinates, velocity):
+        return quat_derivative(coordinates, velocity)
 
     def constraint(self, t, ki, kj):
         oi, _, oj, _ = self.world_frames(ki, kj)
@@ -137,6 +191,14 @@ class Revolute(AbstractJoint):
 
     n_equations: ClassVar[int] = 5
     coordinate_kinds: ClassVar[tuple[str, ...]] = ("angle",)
+    motion_sizes: ClassVar[tuple[int, int]] = (1, 1)
+
+    def motion(self, coordinates):
+        angle = coordinates[0]
+        return _elementary_rotation(2, angle), jnp.zeros(3, dtype=coordinates.dtype)
+
+    def motion_coordinates(self, rotation, translation):
+        return _planar_angle(rotation)[None]
 
     def constraint(self, t, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)
@@ -152,6 +214,19 @@ class Universal(AbstractJoint):
     (on body j), kept perpendicular (2 DOF). With coincident frames the joint is assembled."""
 
     n_equations: ClassVar[int] = 4
+    motion_sizes: ClassVar[tuple[int, int]] = (2, 2)  # about x_i, then about y_j
+
+    def motion(self, coordinates):
+        rot = _elementary_rotation(0, coordinates[0]) @ _elementary_rotation(1, coordinates[1])
+        return rot, jnp.zeros(3, dtype=coordinates.dtype)
+
+    def motion_coordinates(self, rotation, translation):
+        return jnp.stack(
+            [
+                jnp.arctan2(rotation[2, 1], rotation[1, 1]),
+                jnp.arctan2(rotation[0, 2], rotation[0, 0]),
+            ]
+        )
 
     def constraint(self, t, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)
@@ -163,6 +238,13 @@ class Cylindrical(AbstractJoint):
 
     n_equations: ClassVar[int] = 4
     coordinate_kinds: ClassVar[tuple[str, ...]] = ("length", "angle")
+    motion_sizes: ClassVar[tuple[int, int]] = (2, 2)
+
+    def motion(self, coordinates):
+        return _elementary_rotation(2, coordinates[1]), _axial(coordinates[0])
+
+    def motion_coordinates(self, rotation, translation):
+        return jnp.stack([translation[2], _planar_angle(rotation)])
 
     def constraint(self, t, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)
@@ -179,6 +261,13 @@ class Prismatic(AbstractJoint):
 
     n_equations: ClassVar[int] = 5
     coordinate_kinds: ClassVar[tuple[str, ...]] = ("length",)
+    motion_sizes: ClassVar[tuple[int, int]] = (1, 1)
+
+    def motion(self, coordinates):
+        return _no_rotation(coordinates.dtype), _axial(coordinates[0])
+
+    def motion_coordinates(self, rotation, translation):
+        return translation[2:]
 
     def constraint(self, t, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)
@@ -195,6 +284,14 @@ class Planar(AbstractJoint):
 
     n_equations: ClassVar[int] = 3
     coordinate_kinds: ClassVar[tuple[str, ...]] = ("length", "length", "angle")
+    motion_sizes: ClassVar[tuple[int, int]] = (3, 3)
+
+    def motion(self, coordinates):
+        x, y, angle = coordinates
+        return _elementary_rotation(2, angle), jnp.stack([x, y, jnp.zeros_like(x)])
+
+    def motion_coordinates(self, rotation, translation):
+        return jnp.stack([translation[0], translation[1], _planar_angle(rotation)])
 
     def constraint(self, t, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)
@@ -209,6 +306,13 @@ class Fixed(AbstractJoint):
     """Weld: the two frames coincide (0 DOF)."""
 
     n_equations: ClassVar[int] = 6
+    motion_sizes: ClassVar[tuple[int, int]] = (0, 0)
+
+    def motion(self, coordinates):
+        return _no_rotation(coordinates.dtype), jnp.zeros(3, dtype=coordinates.dtype)
+
+    def motion_coordinates(self, rotation, translation):
+        return jnp.zeros((0,), dtype=rotation.dtype)
 
     def constraint(self, t, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)

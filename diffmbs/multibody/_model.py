@@ -247,6 +247,14 @@ class MultibodyModel(MechanicalSystem):
                 return group, group.names.index(name)
         raise KeyError(f"unknown {kind} {name!r}")
 
+    def in_joint_coordinates(self, cut: tuple[str, ...] = ()):
+        """This model in joint coordinates (a :class:`~diffmbs.multibody.JointCoordinateModel`:
+        a spanning tree of the joints, the joints in ``cut`` and the loop closures kept as
+        constraints). Much faster for chains and trees; the same sensors and parameters."""
+        from diffmbs.multibody._tree import JointCoordinateModel
+
+        return JointCoordinateModel.from_model(self, cut)
+
     # ----------------------------------------------------------------- parameters by name
 
     def _parameter_where(self, path: str):
@@ -321,11 +329,11 @@ class MultibodyModel(MechanicalSystem):
         rows = _modal.kinematics_rows(self.modal_bodies, self.node_rows, self.n_bodies, q, v)
         return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), rigid, rows)
 
-    def forces(self, t: ArrayLike, q: Array, v: Array) -> Array:
-        n = self.n_bodies
-        kin = self.kinematics(q, v)
-        force = jnp.zeros((self.n_rows, 3), dtype=q.dtype)
-        torque = jnp.zeros((self.n_rows, 3), dtype=q.dtype)
+    def applied_wrenches(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array]:
+        """Sum of the force elements' loads on every :meth:`kinematics` row: force (world, N)
+        and moment about the row's origin (world, N·m), shapes ``(n_rows, 3)``."""
+        force = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
+        torque = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
         for group in self.force_groups:
             wrench = group.map("wrench", t, kin)
             index = np.asarray(group.body_index, dtype=np.int32).reshape(-1)
@@ -333,12 +341,26 @@ class MultibodyModel(MechanicalSystem):
             arm = wrench.point.reshape(-1, 3) - kin.position[index]
             force = force.at[index].add(f)
             torque = torque.at[index].add(jnp.cross(arm, f) + wrench.torque.reshape(-1, 3))
-        omega_bar = v[: 6 * n].reshape(-1, 6)[:, 3:]
+        return force, torque
+
+    def rigid_body_forces(
+        self, kin: BodyKinematics, omega_bar: Array, force: Array, torque: Array
+    ) -> Array:
+        """Generalized forces of the rigid bodies, shape ``(n, 6)`` = (world force + gravity,
+        body-axes torque − ω̄ × J̄ω̄), from the loads of :meth:`applied_wrenches` and the
+        body-frame angular velocities ``omega_bar`` (n, 3)."""
+        n = self.n_bodies
         spin = matvec(self.bodies.inertia, omega_bar)
         body_torque = tmatvec(kin.rotation[:n], torque[:n])
         q_trans = force[:n] + self.bodies.mass[:, None] * self.gravity
-        q_rot = body_torque - jnp.cross(omega_bar, spin)
-        rigid = jnp.concatenate([q_trans, q_rot], axis=1).reshape(-1)
+        return jnp.concatenate([q_trans, body_torque - jnp.cross(omega_bar, spin)], axis=1)
+
+    def forces(self, t: ArrayLike, q: Array, v: Array) -> Array:
+        n = self.n_bodies
+        kin = self.kinematics(q, v)
+        force, torque = self.applied_wrenches(t, kin)
+        omega_bar = v[: 6 * n].reshape(-1, 6)[:, 3:]
+        rigid = self.rigid_body_forces(kin, omega_bar, force, torque).reshape(-1)
         if not self.modal_bodies:
             return rigid
         modal = _modal.force_blocks(
