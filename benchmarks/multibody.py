@@ -173,18 +173,40 @@ class Scene:
     mj_qpos0: np.ndarray
     batch_kind: str  # "angle" (initial angle variants) or "mass" (mass variants)
     n_links: int
+    coordinates: str = "maximal"  # or "joint": model is a JointCoordinateModel
+    maximal_scene: Scene | None = None  # the maximal-coordinate original of a joint scene
+
+    @property
+    def multibody(self) -> mb.MultibodyModel:
+        """The maximal-coordinate model (the scene's own, or the full model behind it)."""
+        return self.model.full if self.coordinates == "joint" else self.model
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        if self.coordinates == "joint":
+            return self.model.n_q, self.model.n_v
+        return 7 * self.model.n_bodies, 6 * self.model.n_bodies
 
     @property
     def v0(self) -> np.ndarray:
-        return np.zeros(6 * self.model.n_bodies)
+        return np.zeros(self.sizes[1])
+
+    def maximal(self, q):
+        return self.model.to_maximal(q)[0] if self.coordinates == "joint" else q
+
+    def state(self, q_max) -> np.ndarray:
+        """A maximal-coordinate q in the scene's coordinates."""
+        if self.coordinates == "joint":
+            return np.asarray(self.model.from_maximal(jnp.asarray(q_max))[0])
+        return np.asarray(q_max)
 
     def angles(self, q):
-        qb = q.reshape(-1, 7)
+        qb = self.maximal(q).reshape(-1, 7)
         absolute = 2.0 * jnp.arctan2(qb[:, self.axis_component], qb[:, 3])
         return _wrap(jnp.diff(absolute, prepend=0.0))
 
     def tip(self, q):
-        qb = q.reshape(-1, 7)[self.tip_body]
+        qb = self.maximal(q).reshape(-1, 7)[self.tip_body]
         return qb[:3] + quat_to_matrix(qb[3:]) @ jnp.asarray(self.tip_point)
 
 
@@ -288,8 +310,19 @@ def four_bar_scene() -> Scene:
 TS = np.arange(N_SAMPLES) * SAMPLE_DT  # NumPy: no JAX computation before --cores applies
 
 
+def in_joint_coordinates(scene: Scene) -> Scene:
+    """The same scene with the model in joint coordinates (the four-bar: joint C cut)."""
+    jm = scene.model.in_joint_coordinates()
+    joint = dataclasses.replace(scene, model=jm, coordinates="joint", maximal_scene=scene)
+    return dataclasses.replace(joint, q0=joint.state(scene.q0))
+
+
+def bodies(model):
+    return model.full.bodies if isinstance(model, mb.JointCoordinateModel) else model.bodies
+
+
 def with_masses(model, masses):
-    return eqx.tree_at(lambda m: m.bodies.mass, model, masses)
+    return eqx.tree_at(lambda m: bodies(m).mass, model, masses)
 
 
 def make_forward(scene: Scene, kkt, **simulate_kw) -> Callable:
@@ -297,12 +330,14 @@ def make_forward(scene: Scene, kkt, **simulate_kw) -> Callable:
     constraint drift). The model is an argument: closing over it makes its arrays XLA
     constants, which constant-folding turns into minutes of compile time at N = 30."""
 
+    v0 = jnp.asarray(scene.v0)
+
     def forward(model, masses, q0, rtol):
         m = with_masses(model, masses)
         sol = diffmbs.simulate(
             m,
             q0,
-            jnp.zeros(6 * m.n_bodies),
+            jnp.zeros_like(v0),
             TS,
             rtol=rtol,
             atol=rtol * ATOL_RATIO,
@@ -425,23 +460,29 @@ def timing_summary(t: dict) -> dict:
 
 
 def bench_scene(scene: Scene, args, kkt_main, report: list[str]) -> dict:
-    out: dict[str, Any] = {"n_bodies": scene.model.n_bodies, "n_joints": scene.n_links}
+    out: dict[str, Any] = {"n_bodies": scene.multibody.n_bodies, "n_joints": scene.n_links}
     model = scene.model
-    masses = jnp.asarray(model.bodies.mass)
+    masses = jnp.asarray(bodies(model).mass)
     q0 = jnp.asarray(scene.q0)
+    out["coordinates"] = scene.coordinates
     out["sizes"] = {
-        "n_q": 7 * model.n_bodies,
-        "n_v": 6 * model.n_bodies,
+        "n_q": scene.sizes[0],
+        "n_v": scene.sizes[1],
         "n_c": int(model.constraints(0.0, q0).shape[0]),
     }
-    assert float(jnp.max(jnp.abs(model.constraints(0.0, q0)))) < 1e-12
+    assert float(jnp.max(jnp.abs(model.constraints(0.0, q0)), initial=0.0)) < 1e-12
 
-    # ---- reference (Dopri8, rtol 1e-12)
+    # ---- reference (Dopri8, rtol 1e-12), always in maximal coordinates: independent of the
+    # joint-coordinate code, and tolerances that tight are below its round-off floor (the
+    # joint-space mass matrix of a long chain is ill-conditioned)
+    ref_scene = scene.maximal_scene or scene
     ref_fn = eqx.filter_jit(
-        make_forward(scene, kkt_main, solver=diffrax.Dopri8(), max_steps=REF_MAX_STEPS)
+        make_forward(ref_scene, kkt_main, solver=diffrax.Dopri8(), max_steps=REF_MAX_STEPS)
     )
     t0 = time.perf_counter()
-    ref_inc, _, ref_steps, ref_status, ref_drift = ref_fn(model, masses, q0, REF_RTOL)
+    ref_inc, _, ref_steps, ref_status, ref_drift = ref_fn(
+        ref_scene.model, masses, jnp.asarray(ref_scene.q0), REF_RTOL
+    )
     if int(ref_status) != 0:
         raise RuntimeError(f"{scene.name}: reference simulation failed (status {ref_status})")
     ref_inc = np.asarray(ref_inc)
@@ -569,7 +610,7 @@ def bench_scene(scene: Scene, args, kkt_main, report: list[str]) -> dict:
         "AugmentedLagrangianKKT": AugmentedLagrangianKKT(),
     }
     rhs = {}
-    v_test = jnp.asarray(np.random.default_rng(0).normal(size=6 * model.n_bodies)) * 0.1
+    v_test = jnp.asarray(np.random.default_rng(0).normal(size=scene.sizes[1])) * 0.1
     for name, kkt in kkts.items():
         f = eqx.filter_jit(
             lambda m, q, v, kkt=kkt: accelerations(m, 0.0, q, v, kkt_solver=kkt, check=False)[0]
@@ -665,7 +706,7 @@ def rhs_size(scene: Scene, kkt) -> int:
     """Number of equations in the jaxpr of one vector-field evaluation (a proxy for the traced
     graph that XLA compiles; it should not grow with the number of bodies)."""
     q0 = jnp.asarray(scene.q0)
-    v0 = jnp.zeros(6 * scene.model.n_bodies)
+    v0 = jnp.asarray(scene.v0)
     jaxpr = jax.make_jaxpr(
         lambda m, q, v: accelerations(m, 0.0, q, v, kkt_solver=kkt, check=False)[0]
     )(scene.model, q0, v0)
@@ -716,7 +757,7 @@ def bench_scipy(scene, kkt, start_rtol, ref_inc, args) -> dict:
     """solve_ivp on the same index-1 equations (Baumgarte-stabilised KKT accelerations): the
     right-hand side is a jitted diffmbs vector field on the flat state, NumPy in/out."""
     model = scene.model
-    nq = 7 * model.n_bodies
+    nq = scene.sizes[0]
 
     @jax.jit
     def vf(t, y):
@@ -769,12 +810,12 @@ def bench_scipy(scene, kkt, start_rtol, ref_inc, args) -> dict:
 
 def bench_batch(scene, fwd, kkt, rtol, mj_rk4: MjScene | None, args, compile_s) -> dict:
     model = scene.model
-    masses = jnp.asarray(model.bodies.mass)
+    masses = jnp.asarray(bodies(model).mass)
     b = args.batch
     factors = np.linspace(0.8, 1.2, b)
     if scene.batch_kind == "angle":
         angles0 = np.linspace(0.6, 1.0, b)
-        q0s = jnp.asarray(np.stack([chain_state(scene.n_links, a) for a in angles0]))
+        q0s = jnp.asarray(np.stack([scene.state(chain_state(scene.n_links, a)) for a in angles0]))
         f = eqx.filter_jit(jax.vmap(fwd, in_axes=(None, None, 0, None)))
         call = lambda: f(model, masses, q0s, rtol)  # noqa: E731
         variants = "initial angle 0.6…1.0 rad"
@@ -920,13 +961,14 @@ def build_report(results: dict, args) -> tuple[list[str], dict]:
             "mujoco_integrator": best_mj,
             "pass": bool(ratio <= SPEED_BAR),
         }
+    first = scenes[next(iter(scenes))]
     lines.append(
         markdown_table(
             [
                 "scene",
                 "MuJoCo RK4",
                 "MuJoCo implicitfast",
-                f"diffmbs Tsit5 ({scenes[next(iter(scenes))]['diffmbs']['kkt']})",
+                f"diffmbs Tsit5 ({first['coordinates']} coordinates, {first['diffmbs']['kkt']})",
                 "SciPy RK45",
                 "SciPy DOP853",
                 "diffmbs / MuJoCo time",
@@ -1162,6 +1204,13 @@ def main(argv=None) -> int:
         default=10,
         help="largest chain simulated with the other KKT solver too",
     )
+    p.add_argument(
+        "--coordinates",
+        choices=("maximal", "joint"),
+        default="maximal",
+        help="diffmbs model: maximal coordinates and joints as constraints, or joint coordinates "
+        "(a JointCoordinateModel: tree joints as coordinates, loop closures as constraints)",
+    )
     p.add_argument("--fd-max-n", type=int, default=10, help="largest chain given the FD check")
     p.add_argument("--no-scipy", action="store_true")
     p.add_argument("--scipy-tries", type=int, default=3)
@@ -1198,6 +1247,8 @@ def main(argv=None) -> int:
     scenes = [chain_scene(n) for n in sizes]
     if not args.no_four_bar:
         scenes.append(four_bar_scene())
+    if args.coordinates == "joint":
+        scenes = [in_joint_coordinates(scene) for scene in scenes]
     results: dict[str, Any] = {"scenes": {}}
     load_samples = {}
     for scene in scenes:
@@ -1224,7 +1275,7 @@ def main(argv=None) -> int:
             "n_samples": N_SAMPLES,
             "target_rad": args.target,
             "atol_ratio": ATOL_RATIO,
-            "reference": "Dopri8 rtol 1e-12",
+            "reference": "Dopri8 rtol 1e-12, maximal coordinates",
             "chain": {
                 "link_length_m": LINK,
                 "link_mass_kg": LINK_MASS,
@@ -1237,6 +1288,7 @@ def main(argv=None) -> int:
             "diffmbs_rtols": DM_RTOLS,
             "mujoco_four_bar_connect": MJ_EQ_STIFF,
             "kkt": type(kkt_main).__name__,
+            "coordinates": args.coordinates,
             "batch": args.batch,
             "repeats": args.repeats,
             "quick": args.quick,

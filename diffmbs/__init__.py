@@ -5,7 +5,8 @@ double precision.
 
 It also runs XLA's CPU kernels on one thread (``--xla_cpu_multi_thread_eigen=false`` appended to
 ``XLA_FLAGS``, unless ``XLA_FLAGS`` already names that option; it takes effect when imported
-before JAX's first computation). Simulations are long chains of small operations, where the
+before JAX's first computation) and, on jaxlib 0.10, keeps small reductions out of YNNPACK
+(``--xla_cpu_experimental_ynn_fusion_type=``, see ``_xla_cpu_flags``). Simulations are long chains of small operations, where the
 intra-op thread pool only adds synchronisation: gradients ran 1.5× faster without it.
 Parallelism comes from ``vmap`` batches and devices instead. Known issue (jaxlib 0.10, CPU):
 large ``vmap`` batches of batched LAPACK calls (SVD, Cholesky) can deadlock in XLA's thread pool
@@ -13,12 +14,29 @@ whatever this flag says; ``simulate`` evaluates the samples of constrained model
 time, and batch sweeps should be chunked (``identification`` sweeps take ``chunk_size``).
 """
 
+import importlib.metadata
 import os
 
-if "xla_cpu_multi_thread_eigen" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-    ).strip()
+
+def _xla_cpu_flags() -> list[str]:
+    flags = ["--xla_cpu_multi_thread_eigen=false"]
+    try:
+        jaxlib = importlib.metadata.version("jaxlib")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+        jaxlib = ""
+    # jaxlib 0.10 hands small reductions to YNNPACK fusions, 2–7× slower than XLA's own loops on
+    # these float64 graphs (the pose Jacobian of a 30-link chain: 1.0 ms → 0.14 ms; `make demo`
+    # 12 % faster). The flag is experimental: set only where it is known to exist, since XLA
+    # aborts on unknown flags.
+    if jaxlib.startswith("0.10."):
+        flags.append("--xla_cpu_experimental_ynn_fusion_type=")
+    return flags
+
+
+for _flag in _xla_cpu_flags():
+    if _flag.split("=")[0].lstrip("-") not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
+del _flag
 
 import jax  # noqa: E402
 
