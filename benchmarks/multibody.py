@@ -1255,6 +1255,9 @@ def main(argv=None) -> int:
         report: list[str] = []
         results["scenes"][scene.name] = bench_scene(scene, args, kkt_main, report)
         load_samples[scene.name] = loadavg()
+        # Each scene compiles dozens of programs; dropping them keeps the process under the
+        # kernel's memory-map limit (vm.max_map_count), which LLVM otherwise hits mid-run.
+        jax.clear_caches()
 
     lines, bars = build_report(results, args)
     load_end = loadavg()

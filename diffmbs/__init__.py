@@ -3,15 +3,17 @@
 Importing diffmbs switches JAX to float64 (``jax_enable_x64``): simulation and fitting run in
 double precision.
 
-It also runs XLA's CPU kernels on one thread (``--xla_cpu_multi_thread_eigen=false`` appended to
-``XLA_FLAGS``, unless ``XLA_FLAGS`` already names that option; it takes effect when imported
-before JAX's first computation) and, on jaxlib 0.10, keeps small reductions out of YNNPACK
-(``--xla_cpu_experimental_ynn_fusion_type=``, see ``_xla_cpu_flags``). Simulations are long chains of small operations, where the
-intra-op thread pool only adds synchronisation: gradients ran 1.5× faster without it.
-Parallelism comes from ``vmap`` batches and devices instead. Known issue (jaxlib 0.10, CPU):
-large ``vmap`` batches of batched LAPACK calls (SVD, Cholesky) can deadlock in XLA's thread pool
-whatever this flag says; ``simulate`` evaluates the samples of constrained models one at a
-time, and batch sweeps should be chunked (``identification`` sweeps take ``chunk_size``).
+It also sets two XLA CPU options, appended to ``XLA_FLAGS`` unless it already names them (they
+take effect when diffmbs is imported before JAX's first computation):
+
+* ``--xla_cpu_multi_thread_eigen=false``: one thread per kernel. Simulations are long chains of
+  small operations, where the intra-op thread pool only adds synchronisation (gradients ran
+  1.5× faster without it); parallelism comes from ``vmap`` batches and devices instead.
+* on jaxlib 0.10, ``--xla_cpu_experimental_ynn_fusion_type=``: small reductions stay out of
+  YNNPACK (see ``_xla_cpu_flags``).
+
+Known issue (jaxlib 0.10, CPU): batched LAPACK calls can deadlock XLA's thread pool; the
+equations of motion avoid them (:mod:`diffmbs._linalg`).
 """
 
 import importlib.metadata

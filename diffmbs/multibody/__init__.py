@@ -6,7 +6,8 @@ Pipeline, one private module per stage: ``_bodies`` (rigid bodies, frames, kinem
 → ``_modal`` (flexible FFR bodies; their FE nodes as attachments) → ``_model`` (the model and
 its builder; elements of one type stacked and ``vmap``ped) →
 ``_assembly`` (position analysis, consistent velocities, static equilibrium) →
-``_description`` (dicts and TOML files → models).
+``_description`` (dicts and TOML files → models) → ``_tree`` (the same model in joint
+coordinates: a kinematic tree, loops closed by constraints).
 """
 
 from diffmbs.multibody._assembly import (
