@@ -221,7 +221,8 @@ def test_trajectory_gradient_matches_central_differences():
         return jnp.sum(jnp.sin(sol.q) ** 2) + jnp.sum(sol.v**2) * 1e-2
 
     masses, g = jnp.array([1.0, 1.5, 0.8]), -9.81
-    grad_m, grad_g = jax.grad(loss, argnums=(0, 1))(masses, g)
+    grad_m, grad_g = jax.jit(jax.grad(loss, argnums=(0, 1)))(masses, g)
+    loss = jax.jit(loss)
     eps = 1e-5
     fd_m = [
         (loss(masses.at[i].add(eps), g) - loss(masses.at[i].add(-eps), g)) / (2 * eps)
