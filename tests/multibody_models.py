@@ -136,6 +136,24 @@ def four_bar(crank_angle=np.pi / 3, lengths=FOUR_BAR, pin_c=None, rough=True):
     return builder.build()
 
 
+def four_bar_pins(theta, coupler_com, lengths=FOUR_BAR):
+    """Closed form of the four-bar's pins from the crank angle alone: B on the crank circle, C
+    where circle (B, coupler) meets circle (D, rocker), on the branch of the first sample.
+    ``theta`` (n,) rad, ``coupler_com`` (n, 3) m from a simulation (it picks the branch and
+    gives the simulated C = 2·COM − B). Returns ``(c_simulated, c_closed_form)``, each (n, 2)."""
+    a, b, c, d = (lengths[k] for k in ("crank", "coupler", "rocker", "ground"))
+    pin_b = a * np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    gap = np.array([d, 0.0]) - pin_b
+    ell = np.linalg.norm(gap, axis=1, keepdims=True)
+    along = (b**2 - c**2 + ell**2) / (2 * ell)
+    across = np.sqrt(b**2 - along**2)
+    unit = gap / ell
+    perp = np.stack([-unit[:, 1], unit[:, 0]], axis=1)
+    c_sim = 2 * np.asarray(coupler_com)[:, :2] - pin_b
+    branch = np.sign(np.sum((c_sim[0] - pin_b[0] - along[0] * unit[0]) * perp[0]))
+    return c_sim, pin_b + along * unit + branch * across * perp
+
+
 # --------------------------------------------------------------------------- slider-crank
 
 SLIDER_CRANK = {"crank": 0.2, "rod": 0.7, "offset_y": 0.15, "offset_z": 0.1, "speed": 2 * np.pi}

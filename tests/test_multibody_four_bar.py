@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from multibody_models import FOUR_BAR, four_bar
+from multibody_models import four_bar, four_bar_pins
 
 import diffmbs.multibody as mb
 from diffmbs.integrate import simulate
@@ -42,19 +42,9 @@ def test_four_bar_conserves_energy_and_follows_loop_closure(four_bar_run):
     assert np.max(np.abs(energy - energy[0])) / np.abs(energy[0]) < 1e-8
     assert float(sol.constraint_drift) < 1e-9
     # Coupler point C from the crank angle alone: circle (B, coupler) ∩ circle (D, rocker).
-    a, b, c, d = (FOUR_BAR[k] for k in ("crank", "coupler", "rocker", "ground"))
     theta = np.asarray(sol.sensors["crank_angle"][:, 0])
     assert np.ptp(np.unwrap(theta)) > 2.0  # the crank moves a good deal
-    pin_b = a * np.stack([np.cos(theta), np.sin(theta)], axis=1)
-    gap = np.array([d, 0.0]) - pin_b
-    ell = np.linalg.norm(gap, axis=1, keepdims=True)
-    along = (b**2 - c**2 + ell**2) / (2 * ell)
-    across = np.sqrt(b**2 - along**2)
-    unit = gap / ell
-    perp = np.stack([-unit[:, 1], unit[:, 0]], axis=1)
     coupler = np.asarray(sol.q)[:, 7:10]  # COM of the coupler, midway between B and C
-    c_sim = 2 * coupler[:, :2] - pin_b
-    branch = np.sign(np.sum((c_sim[0] - pin_b[0] - along[0] * unit[0]) * perp[0]))
-    c_ref = pin_b + along * unit + branch * across * perp
+    c_sim, c_ref = four_bar_pins(theta, coupler)
     np.testing.assert_allclose(c_sim, c_ref, rtol=0, atol=1e-9)
     np.testing.assert_allclose(coupler[:, 2], 0.0, atol=1e-12)  # stays in its plane
