@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -43,7 +44,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs._linalg import spd_solve
-from diffmbs.multibody._bodies import BodyKinematics
+from diffmbs.multibody._bodies import BodyKinematics, matvec, tmatvec
 from diffmbs.multibody._model import ElementGroup, ModelError, MultibodyModel
 from diffmbs.rotations import (
     matrix_to_quat,
@@ -79,6 +80,7 @@ class _Layout:
     tree: tuple[_TreeGroup, ...]
     loops: tuple[tuple[int, tuple[int, ...]], ...]  # (group, members) kept as constraints
     free: tuple[int, ...]  # floating bodies
+    parent: tuple[int, ...]  # parent of every body in the tree (the ground is n)
     free_q: tuple[int, ...]  # first q index of each floating body (7 each)
     free_v: tuple[int, ...]  # first v index (6 each)
     jumps: tuple[tuple[int, ...], ...]  # ancestor of every row (bodies + ground) per round
@@ -96,15 +98,66 @@ def _matmul(a: Array, b: Array) -> Array:
     return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
 
 
-def _matvec(a: Array, x: Array) -> Array:
-    return jnp.sum(a * x[..., None, :], axis=-1)
+class _Block(NamedTuple):
+    """Bodies moved by the tree joints of one group (or the floating bodies): static ``child``,
+    ``parent`` (m,) and ``v_index`` (m, nv); the local transforms (R_A (m, 3, 3), t_A (m, 3)),
+    the child's pose in its parent's COM frame; the joints' unit twists ``units`` (m, nv, 6)
+    and the rates of their relative twists at v̇ = 0, ``twist_rates`` (m, 6), both as (ω, v at
+    the parent's COM) in parent axes."""
+
+    child: tuple[int, ...]
+    parent: tuple[int, ...]
+    v_index: np.ndarray
+    transform: tuple[Array, Array]
+    units: Array | None = None
+    twist_rates: Array | None = None
+
+
+class _TreeMotion(NamedTuple):
+    """World kinematics of the tree: rotations (n, 3, 3), COM positions (n, 3), the joints'
+    unit twists (n_v, 6) and, for a given v, the bodies' spatial velocities (n, 6) and
+    velocity-product accelerations (n, 6) (the rates of the spatial velocities at v̇ = 0). All
+    twists are (ω, velocity of the body point at the world origin), world axes."""
+
+    rotation: Array
+    position: Array
+    twists: Array
+    velocity: Array | None = None
+    bias: Array | None = None
+
+
+def _to_world(r_p: Array, x_p: Array, twist: Array) -> Array:
+    """Twists (..., 6) given at a frame with pose (R_p, x_p), in its axes → world origin, axes."""
+    omega = matvec(r_p, twist[..., :3])
+    return jnp.concatenate([omega, matvec(r_p, twist[..., 3:]) + jnp.cross(x_p, omega)], -1)
+
+
+def _motion_cross(a: Array, b: Array) -> Array:
+    """Spatial cross product of motion vectors ``a × b`` (..., 6) = (ω, v)."""
+    wa, va, wb, vb = a[..., :3], a[..., 3:], b[..., :3], b[..., 3:]
+    return jnp.concatenate([jnp.cross(wa, wb), jnp.cross(wa, vb) + jnp.cross(va, wb)], -1)
+
+
+def _body_frame(tm: _TreeMotion) -> tuple[Array, Array]:
+    """The full model's body velocities v̄ (n, 6) = (ṙ_G world, ω̄ body axes) and their
+    velocity-product accelerations J̇v (n, 6) from the spatial ones of ``tm``."""
+    r, x = tm.rotation, tm.position
+    omega, alpha = tm.velocity[:, :3], tm.bias[:, :3]
+    com_velocity = tm.velocity[:, 3:] + jnp.cross(omega, x)
+    com_bias = tm.bias[:, 3:] + jnp.cross(alpha, x) + jnp.cross(omega, com_velocity)
+    vbar = jnp.concatenate([com_velocity, tmatvec(r, omega)], axis=1)
+    return vbar, jnp.concatenate([com_bias, tmatvec(r, alpha)], axis=1)
+
+
+def _joint_rate(element, coordinates, velocity):
+    return element.motion_qdot(coordinates, velocity)
 
 
 def _compose(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
     """Stacked rigid transforms ``(R, t)``: ``a ∘ b = (R_a R_b, t_a + R_a t_b)``."""
     ra, ta = a
     rb, tb = b
-    return _matmul(ra, rb), ta + _matvec(ra, tb)
+    return _matmul(ra, rb), ta + matvec(ra, tb)
 
 
 def _joint_transform(reverse_all: bool, joint, frames, flip, coordinates):
@@ -254,6 +307,7 @@ def _build_layout(model: MultibodyModel, cut: tuple[str, ...]) -> _Layout:
         tree=tuple(tree),
         loops=tuple(loops),
         free=free,
+        parent=tuple(int(parent[b]) for b in range(n)),
         free_q=tuple(free_q),
         free_v=tuple(free_v),
         jumps=tuple(jumps),
@@ -340,13 +394,12 @@ class JointCoordinateModel(MechanicalSystem):
         for tg in self.layout.tree:
             yield tg, _subgroup(self.full.joint_groups[tg.group], tg.members)
 
-    def _blocks(self, q: Array, rates: bool):
-        """Per block of bodies (the tree joints of one group; the floating bodies): static
-        ``(child, parent, v_index)`` and the local transforms ``A`` = (R_A (m, 3, 3), t_A
-        (m, 3)), with, if ``rates``, their derivatives for unit joint velocities (dR_A
-        (m, nv, 3, 3), dt_A (m, nv, 3))."""
+    def _blocks(self, q: Array, v: Array | None = None, twists: bool = True) -> list[_Block]:
+        """The tree's bodies in blocks (the tree joints of one group; the floating bodies), each
+        with its local transforms and, if ``twists``, its joints' unit twists and (when ``v`` is
+        given) the rates of their relative twists (:class:`_Block`)."""
         com = jnp.concatenate([self.full.bodies.com, jnp.zeros((1, 3), q.dtype)])
-        blocks = []
+        specs = []
         for tg, sub in self._tree_parts():
             m = len(tg.members)
             el = sub.elements
@@ -358,51 +411,61 @@ class JointCoordinateModel(MechanicalSystem):
             rev = np.asarray(tg.reversed)
             flip = None if rev.all() or not rev.any() else jnp.asarray(rev)
             local = functools.partial(_joint_transform, bool(rev.all()))
-            args = (el, frames, flip)
             qi = np.asarray(tg.q_index, dtype=np.int32).reshape(m, -1)
             vi = np.asarray(tg.v_index, dtype=np.int32).reshape(m, -1)
-            rate = lambda e, c, w: e.motion_qdot(c, w)  # noqa: E731
-            blocks.append((tg.child, tg.parent, vi, local, rate, args, q[qi], vi.shape[1]))
+            specs.append((tg.child, tg.parent, qi, vi, local, _joint_rate, (el, frames, flip)))
         if self.layout.free:
             qi = np.asarray(self.layout.free_q)[:, None] + np.arange(7)
             vi = np.asarray(self.layout.free_v)[:, None] + np.arange(6)
             ground = (self.full.n_bodies,) * len(self.layout.free)
-            blocks.append((self.layout.free, ground, vi, _free_transform, _free_rate, (), q[qi], 6))
+            specs.append((self.layout.free, ground, qi, vi, _free_transform, _free_rate, ()))
         out = []
-        for child, parent, vi, local, rate, args, coords, nv in blocks:
+        for child, parent, qi, vi, local, rate, args in specs:
+            coords = q[qi]
             transform = eqx.filter_vmap(local)(*args, coords)
-            if not rates:
-                out.append((child, parent, vi, transform, None))
+            if not twists:
+                out.append(_Block(child, parent, vi, transform))
                 continue
+            nv = vi.shape[1]
 
-            def unit_rates(*a, local=local, rate=rate, nv=nv):
-                *member, c = a
+            def motion(*a, local=local, rate=rate, nv=nv):
+                *member, c, w = a
                 element = member[0] if member else None
 
-                def along(w):
-                    return jax.jvp(lambda c_: local(*member, c_), (c,), (rate(element, c, w),))[1]
+                def twist(c_, w_):  # relative twist (ω, v at the parent's COM), parent axes
+                    (r, t), (dr, dt) = jax.jvp(
+                        lambda c__: local(*member, c__), (c_,), (rate(element, c_, w_),)
+                    )
+                    omega = unskew(dr @ r.T)
+                    return jnp.concatenate([omega, dt - jnp.cross(omega, t)])
 
-                return jax.jacfwd(along)(jnp.zeros(nv, c.dtype))
+                units = jax.jacfwd(lambda w_: twist(c, w_))(jnp.zeros(nv, c.dtype)).T
+                if w is None:
+                    return units, None
+                return units, jax.jvp(lambda c_: twist(c_, w), (c,), (rate(element, c, w),))[1]
 
-            d_r, d_t = eqx.filter_vmap(unit_rates)(*args, coords)
-            out.append(
-                (child, parent, vi, transform, (jnp.moveaxis(d_r, -1, 1), jnp.moveaxis(d_t, -1, 1)))
-            )
+            rates = None if v is None else v[vi]
+            units, twist_rates = eqx.filter_vmap(motion)(*args, coords, rates)
+            out.append(_Block(child, parent, vi, transform, units, twist_rates))
         return out
 
-    def poses(self, q: Array) -> tuple[Array, Array]:
-        """Rotation matrices (n, 3, 3) and COM positions (n, 3) of all bodies (world)."""
-        blocks = self._blocks(q, rates=False)
-        order = np.argsort(np.concatenate([np.asarray(b[0]) for b in blocks]))
-        r = jnp.concatenate([b[3][0] for b in blocks])[order]
-        t = jnp.concatenate([b[3][1] for b in blocks])[order]
-        r = jnp.concatenate([r, jnp.eye(3, dtype=q.dtype)[None]])
-        t = jnp.concatenate([t, jnp.zeros((1, 3), q.dtype)])
+    def _poses(self, blocks: list[_Block]) -> tuple[Array, Array]:
+        """World poses of all bodies (ground appended as row n) by pointer jumping."""
+        order = np.argsort(np.concatenate([np.asarray(b.child) for b in blocks]))
+        r = jnp.concatenate([b.transform[0] for b in blocks])[order]
+        t = jnp.concatenate([b.transform[1] for b in blocks])[order]
+        r = jnp.concatenate([r, jnp.eye(3, dtype=r.dtype)[None]])
+        t = jnp.concatenate([t, jnp.zeros((1, 3), t.dtype)])
         for anc in self.layout.jumps:
             index = np.asarray(anc)
             r, t = _compose((r[index], t[index]), (r, t))
+        return r, t
+
+    def poses(self, q: Array) -> tuple[Array, Array]:
+        """Rotation matrices (n, 3, 3) and COM positions (n, 3) of all bodies (world)."""
+        r, x = self._poses(self._blocks(q, twists=False))
         n = self.full.n_bodies
-        return r[:n], t[:n]
+        return r[:n], x[:n]
 
     def qdot(self, q: Array, v: Array) -> Array:
         parts, index = [], []
@@ -410,7 +473,7 @@ class JointCoordinateModel(MechanicalSystem):
             m = len(tg.members)
             qi = np.asarray(tg.q_index, dtype=np.int32).reshape(m, -1)
             vi = np.asarray(tg.v_index, dtype=np.int32).reshape(m, -1)
-            rates = eqx.filter_vmap(lambda e, c, w: e.motion_qdot(c, w))(sub.elements, q[qi], v[vi])
+            rates = eqx.filter_vmap(_joint_rate)(sub.elements, q[qi], v[vi])
             parts.append(rates)
             index.append(qi)
         if self.layout.free:
@@ -420,46 +483,57 @@ class JointCoordinateModel(MechanicalSystem):
             index.append(qi)
         return _by_index(parts, index, self.n_q)
 
+    def _motion(self, q: Array, v: Array | None = None) -> _TreeMotion:
+        """Poses, world unit twists and, when ``v`` is given, spatial velocities and velocity-
+        product accelerations of all bodies (:class:`_TreeMotion`)."""
+        n = self.full.n_bodies
+        blocks = self._blocks(q, v)
+        r, x = self._poses(blocks)
+        twists, index, rates, children = [], [], [], []
+        for b in blocks:
+            r_p, x_p = r[np.asarray(b.parent)], x[np.asarray(b.parent)]
+            twists.append(_to_world(r_p[:, None], x_p[:, None], b.units))
+            index.append(b.v_index)
+            if v is not None:
+                rates.append(_to_world(r_p, x_p, b.twist_rates))
+                children.append(np.asarray(b.child))
+        order = np.argsort(np.concatenate([i.reshape(-1) for i in index]))
+        twists = jnp.concatenate([s.reshape(-1, 6) for s in twists])[order]  # (n_v, 6)
+        r, x = r[:n], x[:n]
+        if v is None:
+            return _TreeMotion(r, x, twists)
+        ancestry = np.asarray(self.layout.ancestry, dtype=q.dtype)
+        moves = jnp.asarray(ancestry[:, np.asarray(self.layout.column_body)])
+        velocity = moves @ (twists * v[:, None])  # (n, 6)
+        rates = jnp.concatenate(rates)[np.argsort(np.concatenate(children))]
+        parent_velocity = jnp.concatenate([velocity, jnp.zeros((1, 6), v.dtype)])
+        # d/dt (X_p σ) = V_p × X_p σ + X_p σ̇ and V_p × (V_child − V_p) = V_p × V_child
+        steps = _motion_cross(parent_velocity[np.asarray(self.layout.parent)], velocity) + rates
+        return _TreeMotion(r, x, twists, velocity, jnp.asarray(ancestry) @ steps)
+
     def jacobian(self, q: Array) -> tuple[Array, Array, Array]:
         """``(R, r_G, J)``: rotations (n, 3, 3), COM positions (n, 3) and ``J = ∂v̄/∂v``
         (n, 6, n_v), v̄ = (ṙ_G world, ω̄ body axes) per body.
 
-        Column c of J is the unit twist of its joint: the child's relative angular velocity ω_c
-        and COM velocity u_c (world); it moves every body k of the child's subtree with
-        ``ṙ_G,k = u_c + ω_c × (r_G,k − r_G,child)``, ``ω̄_k = R_kᵀ ω_c``."""
-        r, x = self.poses(q)
-        r_ext = jnp.concatenate([r, jnp.eye(3, dtype=q.dtype)[None]])
-        omegas, speeds, index = [], [], []
-        for _child, parent, vi, (r_a, _), (d_r, d_t) in self._blocks(q, rates=True):
-            r_p = r_ext[np.asarray(parent)][:, None]  # (m, 1, 3, 3)
-            omega_rel = unskew(jnp.einsum("mcij,mkj->mcik", d_r, r_a))  # parent axes
-            omegas.append(_matvec(r_p, omega_rel))
-            speeds.append(_matvec(r_p, d_t))
-            index.append(vi)
-        order = np.argsort(np.concatenate([i.reshape(-1) for i in index]))
-        omega = jnp.concatenate([o.reshape(-1, 3) for o in omegas])[order]  # (n_v, 3)
-        speed = jnp.concatenate([u.reshape(-1, 3) for u in speeds])[order]
-        owner = np.asarray(self.layout.column_body)
-        moves = jnp.asarray(np.asarray(self.layout.ancestry)[:, owner], dtype=q.dtype)
-        lever = x[:, None, :] - x[owner][None, :, :]  # (n, n_v, 3)
-        linear = moves[..., None] * (speed[None] + jnp.cross(omega[None], lever))
-        angular = moves[..., None] * jnp.einsum("kji,cj->kci", r, omega)
-        return r, x, jnp.swapaxes(jnp.concatenate([linear, angular], axis=-1), 1, 2)
+        Column c of J is the world unit twist (ω_c, v_O,c) of its joint; it moves every body k
+        of the joint's subtree with ``ṙ_G,k = v_O,c + ω_c × r_G,k``, ``ω̄_k = R_kᵀ ω_c``."""
+        tm = self._motion(q)
+        return tm.rotation, tm.position, self._jacobian(tm)
 
-    def _velocities(self, q: Array, v: Array) -> tuple[Array, Array, Array]:
-        """``(R, r_G, v̄)`` with v̄ = J v (n, 6) = (ṙ_G world, ω̄ body axes), by one ``jvp`` of
-        :meth:`poses` along ``q̇``."""
-        (r, x), (dr, dx) = jax.jvp(self.poses, (q,), (self.qdot(q, v),))
-        omega_bar = unskew(_matmul(jnp.swapaxes(r, -1, -2), dr))
-        return r, x, jnp.concatenate([dx, omega_bar], axis=1)
+    def _jacobian(self, tm: _TreeMotion) -> Array:
+        omega, speed = tm.twists[:, :3], tm.twists[:, 3:]
+        moves = np.asarray(self.layout.ancestry)[:, np.asarray(self.layout.column_body)]
+        moves = jnp.asarray(moves, dtype=omega.dtype)[..., None]
+        linear = moves * (speed[None] + jnp.cross(omega[None], tm.position[:, None]))
+        angular = moves * tmatvec(tm.rotation[:, None], omega[None])
+        return jnp.swapaxes(jnp.concatenate([linear, angular], axis=-1), 1, 2)
 
     def body_motion(self, q: Array, v: Array) -> tuple[Array, Array, Array, Array, Array]:
         """``(R, r_G, v̄, J̇v, J)``: as :meth:`jacobian`, plus v̄ = J v (n, 6) and the
-        velocity-product accelerations ``J̇ v`` (n, 6) (a second ``jvp`` along ``q̇``)."""
-        (r, x, vbar), (_, _, bias) = jax.jvp(
-            lambda q_: self._velocities(q_, v), (q,), (self.qdot(q, v),)
-        )
-        return r, x, vbar, bias, self.jacobian(q)[2]
+        velocity-product accelerations ``J̇ v`` (n, 6), both as (COM world, body axes)."""
+        tm = self._motion(q, v)
+        vbar, bias = _body_frame(tm)
+        return tm.rotation, tm.position, vbar, bias, self._jacobian(tm)
 
     def _kinematics(self, r: Array, x: Array, vbar: Array | None = None) -> BodyKinematics:
         if vbar is None:
@@ -469,15 +543,39 @@ class JointCoordinateModel(MechanicalSystem):
     # ----------------------------------------------------------------- MechanicalSystem
 
     def mass_and_forces(self, t: ArrayLike, q: Array, v: Array) -> tuple[Array, Array]:
-        r, x, vbar, bias, jac = self.body_motion(q, v)
+        """Composite-rigid-body mass matrix and projected forces, ``M = Jᵀ M̄ J`` and
+        ``Q = Jᵀ (Q̄ − M̄ J̇v)`` without forming J: with the bodies' spatial inertias at the
+        world origin summed over subtrees, ``M_cd = s_cᵀ I_sub(d) s_d`` for joint c on the path
+        of joint d, and ``Q_c = s_c · w_sub(c)`` with w the bodies' wrenches at the origin."""
+        tm = self._motion(q, v)
+        r, x = tm.rotation, tm.position
+        vbar, bias = _body_frame(tm)
         kin = self._kinematics(r, x, vbar)
         force, torque = self.full.applied_wrenches(t, kin)
         qbar = self.full.rigid_body_forces(kin, vbar[:, 3:], force, torque)
-        blocks = self.full.bodies.mass_blocks()
-        weighted = jnp.sum(blocks[:, :, :, None] * jac[:, None, :, :], axis=2).reshape(-1, self.n_v)
-        flat = jac.reshape(-1, self.n_v)
-        mass = flat.T @ weighted
-        return mass, flat.T @ (qbar - _matvec(blocks, bias)).reshape(-1)
+        bodies = self.full.bodies
+        f = qbar[:, :3] - bodies.mass[:, None] * bias[:, :3]
+        moment = matvec(r, qbar[:, 3:] - matvec(bodies.inertia, bias[:, 3:]))
+        wrench = jnp.concatenate([moment + jnp.cross(x, f), f], axis=1)  # (n, 6) at the origin
+        ancestry = jnp.asarray(np.asarray(self.layout.ancestry, dtype=q.dtype))
+        owner = np.asarray(self.layout.column_body)
+        forces = jnp.sum(tm.twists * (ancestry.T @ wrench)[owner], axis=1)
+        # subtree inertias at the origin: mass, first moment m r_G, I_world + m (|r|² 1 − r rᵀ)
+        m = bodies.mass
+        inertia = _matmul(_matmul(r, bodies.inertia), jnp.swapaxes(r, 1, 2))
+        inertia += m[:, None, None] * (
+            jnp.sum(x * x, axis=1)[:, None, None] * jnp.eye(3) - x[:, :, None] * x[:, None, :]
+        )
+        stacked = jnp.concatenate([m[:, None], m[:, None] * x, inertia.reshape(-1, 9)], axis=1)
+        sub = (ancestry.T @ stacked)[owner]  # (n_v, 13)
+        omega, speed = tm.twists[:, :3], tm.twists[:, 3:]
+        moment_arm = sub[:, 1:4]
+        momentum = sub[:, :1] * speed - jnp.cross(moment_arm, omega)
+        angular = matvec(sub[:, 4:].reshape(-1, 3, 3), omega) + jnp.cross(moment_arm, speed)
+        g = omega @ angular.T + speed @ momentum.T  # g[c, d] = s_c · (I_sub(d) s_d)
+        on_path = np.asarray(self.layout.ancestry)[owner][:, owner].T  # [c, d]: c on d's path
+        mass = jnp.where(on_path, g, jnp.where(on_path.T, g.T, 0.0))
+        return mass, forces
 
     def mass(self, q: Array) -> Array:
         return self.mass_and_forces(0.0, q, jnp.zeros(self.n_v, q.dtype))[0]
