@@ -17,10 +17,15 @@ Backward pass, given the cotangents ``ȳ_j`` of the samples ``y(t_j)``:
    transpose maps ``ȳ_j`` to ``D̄_n``. Samples are grouped by step, so the buffer of ``D̄`` has
    one row per step that holds a sample (at most ``len(ts)`` rows), not one per step.
 2. One ``lax.while_loop`` from the last accepted step down to the first re-evaluates step ``n``
-   from its stored start ``y_n`` and pulls ``(ȳ_{n+1}, D̄_n)`` back through it with ``jax.vjp``,
-   accumulating the parameter cotangent. The loop runs exactly the accepted-step count (under
-   ``vmap``, the largest of the batch), so it costs about two forward steps per step and no
-   checkpoint bookkeeping.
+   from its stored start ``y_n`` and pulls ``(ȳ_{n+1}, D̄_n)`` back through it, accumulating
+   the parameter cotangent: for small states through the step Jacobians, otherwise through
+   the step's stages written out backwards (:func:`_explicit_rk_step_vjp`, one ``vjp`` of the
+   vector field per stage, w.r.t. the state and the parameters at once). The loop runs exactly
+   the accepted-step count (under ``vmap``, the largest of the batch), so it costs a few
+   forward steps per step and no checkpoint bookkeeping.
+
+Only the parameters the caller differentiates (the leaves ``jax.grad`` perturbs) are pulled
+back; a gradient w.r.t. a few masses does not pay for every frame and inertia of the model.
 
 The backward pass is itself not differentiable (no second derivatives) and forward mode
 (``jax.jvp``/``jax.jacfwd``) is not available through this adjoint (it is a ``custom_vjp``):
@@ -58,11 +63,12 @@ class DiscreteAdjoint(eqx.Module):
 
     ``jacobian_max_state``: up to this many state variables the state cotangent goes through
     explicit step Jacobians (one vectorised ``jacfwd``, ``n_state`` tangents per step: cheap
-    for small, overhead-bound models such as the lumped shock machine); above it, through one
-    ``vjp`` per step (better when a step is expensive, e.g. a constrained multibody model).
-    ``chunk``: steps whose parameter cotangents (and step Jacobians) are computed together,
-    vectorised; ``None``: 128 with step Jacobians, 32 with one ``vjp`` per step. The earliest
-    steps that do not fill a chunk go a quarter chunk at a time.
+    for small, overhead-bound models such as the lumped shock machine) and the parameter
+    cotangents through one ``vjp`` vectorised over a chunk of steps; above it, through one
+    ``vjp`` per stage of every step, state and parameters together (better when a step is
+    expensive, e.g. a multibody model). ``chunk``: steps processed per iteration of the
+    backward loop; ``None``: 128 with step Jacobians, 32 otherwise. The earliest steps that do
+    not fill a chunk go a quarter chunk at a time.
     """
 
     chunk: int | None = eqx.field(static=True, default=None)
@@ -90,17 +96,21 @@ def _save_at(ts: Array, save_steps: bool) -> diffrax.SaveAt:
     return diffrax.SaveAt(subs=subs + ((diffrax.SubSaveAt(steps=True),) if save_steps else ()))
 
 
-def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
-    """One explicit Runge–Kutta step from the Butcher tableau. Returns ``(y_stop, dense)`` with
-    diffrax's dense information ``dict(y0, y1, k)``, ``k`` the stage increments ``h·f_i``
-    stacked on a leading axis. The stages are a ``lax.scan``, so the vector field is traced
-    once (compile time), as in diffrax."""
+def _butcher(tableau) -> tuple[int, Array, Array]:
+    """Stage count, the full lower-triangular matrix ``a`` (s, s) and the nodes ``c`` (s,)."""
     n_stages = tableau.num_stages
     a = np.zeros((n_stages, n_stages))
     for i, row in enumerate(tableau.a_lower):
         a[i + 1, : i + 1] = row
-    c = jnp.asarray(np.concatenate([[tableau.c1], tableau.c]))
-    a = jnp.asarray(a)
+    return n_stages, jnp.asarray(a), jnp.asarray(np.concatenate([[tableau.c1], tableau.c]))
+
+def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
+    """One explicit Runge–Kutta step from the Butcher tableau. Returns ``(y_stop, dense)`` with
+    diffrax's dense information ``dict(y0, y1, k)``, ``k`` the stage increments ``h·f_i``
+    stacked on a leading axis. The stages are a ``lax.scan``, so the vector field is traced
+    once (compile time), as in diffrax. (Its ``vjp`` is slow — the scan stacks every stage's
+    residuals —; larger models go through :func:`_explicit_rk_step_vjp` instead.)"""
+    n_stages, a, c = _butcher(tableau)
     h = t_stop - t_start
 
     def combine(weights, ks):
@@ -115,6 +125,47 @@ def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
     y_stop = combine(jnp.asarray(tableau.b_sol), ks)
     return y_stop, dict(y0=y_start, y1=y_stop, k=ks)
 
+
+
+def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_of, params,
+                          cotangent):
+    """``(p̄, ȳ_start)`` of :func:`_explicit_rk_step` for ``cotangent = (ȳ_stop, D̄)``, with
+    ``args = args_of(params)``: the stages' adjoint written out. A forward ``scan`` stores the
+    stage inputs ``Y_i = y + Σ_j a_ij k_j``; a backward ``scan`` takes ``k̄_i`` (from ``ȳ_stop``
+    through ``b_i`` and from ``D̄``), pulls it through ``k_i = h f(t_i, Y_i)`` with one ``vjp``
+    and passes ``Ȳ_i`` on to ``ȳ`` and to the earlier stages (``k̄_j += a_ij Ȳ_i``). Both loops
+    trace the vector field once, and unlike the ``vjp`` of the step's ``scan`` nothing is
+    stacked but the stage inputs (n_stages × n_state floats)."""
+    n_stages, a, c = _butcher(tableau)
+    h = t_stop - t_start
+    y_flat, unflatten = jax.flatten_util.ravel_pytree(y_start)
+
+    def increment(p, t, y):
+        k = vector_field(t, unflatten(y), args_of(p))
+        return h * jax.flatten_util.ravel_pytree(k)[0]
+
+    def stage(ks, i):
+        y_i = y_flat + a[i] @ ks
+        return ks.at[i].set(increment(params, t_start + c[i] * h, y_i)), y_i
+
+    ks = jnp.zeros((n_stages, y_flat.shape[0]), y_flat.dtype)
+    _, stage_inputs = jax.lax.scan(stage, ks, jnp.arange(n_stages))
+
+    y_stop_bar, dense_bar = cotangent
+    ravel = lambda tree: jax.flatten_util.ravel_pytree(tree)[0]  # noqa: E731
+    stop_bar = ravel(y_stop_bar) + ravel(dense_bar["y1"])
+    k_bar = jax.vmap(ravel)(dense_bar["k"]) + jnp.asarray(tableau.b_sol)[:, None] * stop_bar
+
+    def adjoint_stage(carry, i):
+        k_bar, y_bar, p_bar = carry
+        fn = lambda p, y: increment(p, t_start + c[i] * h, y)  # noqa: E731
+        p_i, y_i = jax.vjp(fn, params, stage_inputs[i])[1](k_bar[i])
+        k_bar = k_bar + a[i][:, None] * y_i
+        return (k_bar, y_bar + y_i, jtu.tree_map(jnp.add, p_bar, p_i)), None
+
+    init = (k_bar, stop_bar + ravel(dense_bar["y0"]), _zeros_like_tree(params))
+    (_, y_bar, p_bar), _ = jax.lax.scan(adjoint_stage, init, jnp.arange(n_stages)[::-1])
+    return p_bar, unflatten(y_bar)
 
 def check_supported(solver: diffrax.AbstractSolver) -> None:
     """Raise if ``solver`` is not an explicit Runge–Kutta method (what the adjoint replays)."""
@@ -186,14 +237,18 @@ def _fwd(perturbed, dynamic, static, vector_field, solver, controller, ts, t0, d
 
 def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
          controller, ts, t0, dt0, max_steps, chunk, jacobian_max_state):
-    del perturbed, controller, dt0, max_steps
+    del controller, dt0, max_steps
     t_steps, y_steps, num_accepted = residuals
-    params, y0 = dynamic
+    all_params, y0 = dynamic
+    # Only the parameters the caller differentiates get cotangents (``None`` for the rest):
+    # a gradient w.r.t. a few masses does not pull back through every frame and inertia.
+    params, fixed = eqx.partition(all_params, perturbed[0])
+    static = (fixed, static)
     ys_bar = _materialise(cotangent[0], jtu.tree_map(lambda x: jnp.broadcast_to(
         x, (ts.shape[0],) + x.shape), y0))
 
     def step(params_, y_start, t_start, t_stop):
-        args = eqx.combine(params_, static)
+        args = eqx.combine(params_, *static)
         return _explicit_rk_step(solver.tableau, vector_field, t_start, t_stop, y_start, args)
 
     def step_start(n):
@@ -240,13 +295,9 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
     if chunk is None:
         chunk = 128 if small_state else 32
 
-    def pullback(n, cotangent, wrt_params):
+    def params_pullback(n, cotangent):
         t_start, y_start = step_start(n)
-        if wrt_params:
-            fn, primal = (lambda p: step(p, y_start, t_start, t_steps[n])), params
-        else:
-            fn, primal = (lambda y: step(params, y, t_start, t_steps[n])), y_start
-        return jax.vjp(fn, primal)[1](cotangent)[0]
+        return jax.vjp(lambda p: step(p, y_start, t_start, t_steps[n]), params)[1](cotangent)[0]
 
     def jacobians(n):
         """Flattened ``∂y_{n+1}/∂y_n`` ``(n_state, n_state)`` and ``∂D_n/∂y_n``
@@ -259,54 +310,63 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
 
         return jax.jacfwd(outputs)(jax.flatten_util.ravel_pytree(y_start)[0])
 
-    def state_cotangents(y_bar, steps, dense_bars):
-        """Cotangents of the step ends ``ȳ_{n+1}`` over one chunk (descending ``steps``), and
-        that of the start of its earliest step."""
+    def jacobian_chunk(y_bar, params_bar, steps, dense_bars):
+        """Small models: the step Jacobians, vectorised over the chunk, then a matrix-vector
+        recursion for the state cotangents (a sequential vjp of a tiny model is dominated by
+        per-operation overhead; this is ~3× cheaper there and costs O(n_state²) per step);
+        then the chunk's parameter cotangents in one vectorised vjp."""
         live = steps >= 0
         n_safe = jnp.maximum(steps, 0)
-        if small_state:
-            # Small models: the step Jacobians, vectorised over the chunk, then a matrix-vector
-            # recursion. A sequential vjp of a tiny model is dominated by per-operation
-            # overhead; this is ~3× cheaper there and costs O(n_state²) per step.
-            state_jac, dense_jac = jax.vmap(jacobians)(n_safe)
-            dense_flat = jax.vmap(lambda d: jax.flatten_util.ravel_pytree(d)[0])(dense_bars)
-            dense_terms = jnp.einsum("kdn,kd->kn", dense_jac, dense_flat)
+        state_jac, dense_jac = jax.vmap(jacobians)(n_safe)
+        dense_flat = jax.vmap(lambda d: jax.flatten_util.ravel_pytree(d)[0])(dense_bars)
+        dense_terms = jnp.einsum("kdn,kd->kn", dense_jac, dense_flat)
 
-            def recurse(a, inputs):
-                jac, dense_term, is_live = inputs
-                return jnp.where(is_live, jac.T @ a + dense_term, a), jnp.where(is_live, a, 0.0)
+        def recurse(a, inputs):
+            jac, dense_term, is_live = inputs
+            return jnp.where(is_live, jac.T @ a + dense_term, a), jnp.where(is_live, a, 0.0)
 
-            a, stop_bars = jax.lax.scan(
-                recurse, jax.flatten_util.ravel_pytree(y_bar)[0], (state_jac, dense_terms, live)
-            )
-            return unflatten(a), jax.vmap(unflatten)(stop_bars)
-
-        def recurse(y_bar, inputs):
-            n, dense_bar, is_live = inputs
-            y_start_bar = pullback(n, (y_bar, dense_bar), False)
-            keep = lambda new, old: jnp.where(is_live, new, old)  # noqa: E731
-            return jtu.tree_map(keep, y_start_bar, y_bar), jtu.tree_map(
-                lambda x: jnp.where(is_live, x, 0.0), y_bar
-            )
-
-        return jax.lax.scan(recurse, y_bar, (n_safe, dense_bars, live))
-
-    def chunk_body(carry, size):
-        last, y_bar, params_bar = carry
-        steps = last - jnp.arange(size)  # descending; negative: before the first step
-        dense_bars = jax.vmap(step_cotangent)(steps)
-        y_bar, stop_bars = state_cotangents(y_bar, steps, dense_bars)
-        p_bars = jax.vmap(lambda n, a, d: pullback(n, (a, d), True))(
-            jnp.maximum(steps, 0), stop_bars, dense_bars
+        a, stop_bars = jax.lax.scan(
+            recurse, jax.flatten_util.ravel_pytree(y_bar)[0], (state_jac, dense_terms, live)
         )
-        live = steps >= 0
+        if not jtu.tree_leaves(params):  # only the initial state is differentiated
+            return unflatten(a), params_bar
+        p_bars = jax.vmap(params_pullback)(n_safe, (jax.vmap(unflatten)(stop_bars), dense_bars))
         params_bar = jtu.tree_map(
             lambda total, x: total
             + jnp.sum(jnp.where(live.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0),
             params_bar,
             p_bars,
         )
-        return last - size, y_bar, params_bar
+        return unflatten(a), params_bar
+
+    def vjp_chunk(y_bar, params_bar, steps, dense_bars):
+        """Larger models: each step's stages pulled back in turn, w.r.t. the state and the
+        parameters together (one re-evaluation of the step serves both)."""
+
+        def recurse(carry, inputs):
+            n, dense_bar, is_live = inputs
+            t_start, y_start = step_start(n)
+            p_bar, y_start_bar = _explicit_rk_step_vjp(
+                solver.tableau, vector_field, t_start, t_steps[n], y_start,
+                lambda p: eqx.combine(p, *static), params, (carry[0], dense_bar),
+            )  # fmt: skip
+            keep = lambda new, old: jnp.where(is_live, new, old)  # noqa: E731
+            add = lambda total, x: total + jnp.where(is_live, x, 0.0)  # noqa: E731
+            return (
+                jtu.tree_map(keep, y_start_bar, carry[0]),
+                jtu.tree_map(add, carry[1], p_bar),
+            ), None
+
+        live = steps >= 0
+        inputs = (jnp.maximum(steps, 0), dense_bars, live)
+        return jax.lax.scan(recurse, (y_bar, params_bar), inputs)[0]
+
+    def chunk_body(carry, size):
+        last, y_bar, params_bar = carry
+        steps = last - jnp.arange(size)  # descending; negative: before the first step
+        dense_bars = jax.vmap(step_cotangent)(steps)
+        pull = jacobian_chunk if small_state else vjp_chunk
+        return (last - size, *pull(y_bar, params_bar, steps, dense_bars))
 
     # Whole chunks while that many steps remain, then the rest a quarter chunk at a time: a
     # short simulation does not pay for a whole vectorised chunk of dead steps (57 steps with

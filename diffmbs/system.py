@@ -232,13 +232,14 @@ def _equilibrate(mass: Array, jac: Array) -> tuple[Array, Array, Array, Array]:
 
     Returns ``(s_v, s_c, M̃, Φ̃)`` with ``M̃ = S_v M S_v`` and ``Φ̃ = S_c Φ_v S_v``. This makes
     the rank cut-off and the definiteness check independent of units; non-positive diagonal
-    entries and zero rows are left unscaled (and caught by the definiteness check).
+    entries and zero rows are left unscaled (and caught by the definiteness check). The
+    scalings carry no gradient: the solutions do not depend on them.
     """
-    d = jnp.diagonal(mass)
+    d = jax.lax.stop_gradient(jnp.diagonal(mass))
     pos = d > 0
     s_v = jnp.where(pos, 1 / jnp.sqrt(jnp.where(pos, d, 1)), 1)
     jv = jac * s_v[None, :]
-    r2 = jnp.sum(jv * jv, axis=1)
+    r2 = jax.lax.stop_gradient(jnp.sum(jv * jv, axis=1))
     nz = r2 > 0
     s_c = jnp.where(nz, 1 / jnp.sqrt(jnp.where(nz, r2, 1)), 1)
     m_t = s_v[:, None] * mass * s_v[None, :]

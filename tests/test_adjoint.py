@@ -92,6 +92,28 @@ def test_duffing_gradient_matches_differences_and_other_adjoints(ts):
         np.testing.assert_allclose(grads["default"], other, rtol=1e-9, atol=1e-12)
 
 
+
+@pytest.mark.parametrize("adjoint", [None, SEQUENTIAL], ids=["jacobians", "sequential"])
+def test_gradient_of_some_leaves_only(adjoint):
+    """Only the leaves differentiated get cotangents: the spring rate and the initial state
+    (the model's other arrays are arguments too, but not perturbed), or the initial state
+    alone (no parameter pass at all)."""
+    ts = jnp.linspace(0.0, 2.0, 41)
+
+    def loss(k, y0, model):
+        sol = simulate(eqx.tree_at(lambda m: m.k, model, k), y0[:1], y0[1:], ts, adjoint=adjoint,
+                       **TIGHT)  # fmt: skip
+        return jnp.sum(sol.q[:, 0] * jnp.cos(ts)) + 0.1 * jnp.sum(sol.v[:, 0] ** 2)
+
+    model = Duffing(*(jnp.asarray(x) for x in P_DUFFING[:4]))
+    k, y0 = P_DUFFING[1], P_DUFFING[4:]
+    g_k, g_y0 = jax.jit(jax.grad(loss, argnums=(0, 1)))(k, y0, model)
+    g_y0_alone = jax.jit(jax.grad(loss, argnums=1))(k, y0, model)
+    f = jax.jit(lambda p: loss(p[0], p[1:], model))
+    fd = central_differences(f, jnp.concatenate([k[None], y0]))
+    np.testing.assert_allclose(np.r_[g_k, g_y0], fd, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(g_y0_alone, g_y0, rtol=1e-12)
+
 def test_default_is_discrete_adjoint_and_falls_back():
     assert isinstance(_default_adjoint(diffrax.Tsit5(), 1000, 8), DiscreteAdjoint)
     assert isinstance(_default_adjoint(diffrax.Dopri5(), 1000, 8), DiscreteAdjoint)

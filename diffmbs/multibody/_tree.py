@@ -502,14 +502,19 @@ class JointCoordinateModel(MechanicalSystem):
         r, x = r[:n], x[:n]
         if v is None:
             return _TreeMotion(r, x, twists)
-        ancestry = np.asarray(self.layout.ancestry, dtype=q.dtype)
-        moves = jnp.asarray(ancestry[:, np.asarray(self.layout.column_body)])
-        velocity = moves @ (twists * v[:, None])  # (n, 6)
+        velocity = self._moves(v.dtype) @ (twists * v[:, None])  # (n, 6)
         rates = jnp.concatenate(rates)[np.argsort(np.concatenate(children))]
         parent_velocity = jnp.concatenate([velocity, jnp.zeros((1, 6), v.dtype)])
         # d/dt (X_p σ) = V_p × X_p σ + X_p σ̇ and V_p × (V_child − V_p) = V_p × V_child
         steps = _motion_cross(parent_velocity[np.asarray(self.layout.parent)], velocity) + rates
-        return _TreeMotion(r, x, twists, velocity, jnp.asarray(ancestry) @ steps)
+        ancestry = jnp.asarray(np.asarray(self.layout.ancestry, dtype=v.dtype))
+        return _TreeMotion(r, x, twists, velocity, ancestry @ steps)
+
+    def _moves(self, dtype) -> Array:
+        """``[k, c]`` = 1 where velocity coordinate c moves body k (its joint is on k's path),
+        shape (n, n_v)."""
+        owner = np.asarray(self.layout.column_body)
+        return jnp.asarray(np.asarray(self.layout.ancestry, dtype=dtype)[:, owner])
 
     def jacobian(self, q: Array) -> tuple[Array, Array, Array]:
         """``(R, r_G, J)``: rotations (n, 3, 3), COM positions (n, 3) and ``J = ∂v̄/∂v``
@@ -522,8 +527,7 @@ class JointCoordinateModel(MechanicalSystem):
 
     def _jacobian(self, tm: _TreeMotion) -> Array:
         omega, speed = tm.twists[:, :3], tm.twists[:, 3:]
-        moves = np.asarray(self.layout.ancestry)[:, np.asarray(self.layout.column_body)]
-        moves = jnp.asarray(moves, dtype=omega.dtype)[..., None]
+        moves = self._moves(omega.dtype)[..., None]
         linear = moves * (speed[None] + jnp.cross(omega[None], tm.position[:, None]))
         angular = moves * tmatvec(tm.rotation[:, None], omega[None])
         return jnp.swapaxes(jnp.concatenate([linear, angular], axis=-1), 1, 2)
@@ -557,9 +561,8 @@ class JointCoordinateModel(MechanicalSystem):
         f = qbar[:, :3] - bodies.mass[:, None] * bias[:, :3]
         moment = matvec(r, qbar[:, 3:] - matvec(bodies.inertia, bias[:, 3:]))
         wrench = jnp.concatenate([moment + jnp.cross(x, f), f], axis=1)  # (n, 6) at the origin
-        ancestry = jnp.asarray(np.asarray(self.layout.ancestry, dtype=q.dtype))
-        owner = np.asarray(self.layout.column_body)
-        forces = jnp.sum(tm.twists * (ancestry.T @ wrench)[owner], axis=1)
+        moves = self._moves(q.dtype)
+        forces = jnp.sum(tm.twists * (moves.T @ wrench), axis=1)
         # subtree inertias at the origin: mass, first moment m r_G, I_world + m (|r|² 1 − r rᵀ)
         m = bodies.mass
         inertia = _matmul(_matmul(r, bodies.inertia), jnp.swapaxes(r, 1, 2))
@@ -567,12 +570,13 @@ class JointCoordinateModel(MechanicalSystem):
             jnp.sum(x * x, axis=1)[:, None, None] * jnp.eye(3) - x[:, :, None] * x[:, None, :]
         )
         stacked = jnp.concatenate([m[:, None], m[:, None] * x, inertia.reshape(-1, 9)], axis=1)
-        sub = (ancestry.T @ stacked)[owner]  # (n_v, 13)
+        sub = moves.T @ stacked  # (n_v, 13): each column's subtree
         omega, speed = tm.twists[:, :3], tm.twists[:, 3:]
         moment_arm = sub[:, 1:4]
         momentum = sub[:, :1] * speed - jnp.cross(moment_arm, omega)
         angular = matvec(sub[:, 4:].reshape(-1, 3, 3), omega) + jnp.cross(moment_arm, speed)
         g = omega @ angular.T + speed @ momentum.T  # g[c, d] = s_c · (I_sub(d) s_d)
+        owner = np.asarray(self.layout.column_body)
         on_path = np.asarray(self.layout.ancestry)[owner][:, owner].T  # [c, d]: c on d's path
         mass = jnp.where(on_path, g, jnp.where(on_path.T, g.T, 0.0))
         return mass, forces
