@@ -241,7 +241,7 @@ def _simulate(
         params, static = eqx.partition(args, eqx.is_inexact_array)
         (q, v), (t_end, (q_end, v_end), result, stats) = solve_with_discrete_adjoint(
             (params, (q0, v0)), static, _vector_field, solver, stepsize_controller, ts, t0,
-            dt0, max_steps, adjoint.chunk, adjoint.jacobian_max_state,
+            dt0, max_steps, adjoint,
         )
     else:
         sol = diffrax.diffeqsolve(

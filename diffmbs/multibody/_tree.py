@@ -21,11 +21,14 @@ quaternion (4 coordinates, 3 velocities: ω in the child frame's axes).
 Poses: body k's (R_k, r_G,k) = parent pose ∘ A_k(q), with ``A_k`` = (joint frame on the parent) ∘
 joint motion ∘ (joint frame on the child)⁻¹, for all bodies at once by pointer jumping:
 ⌈log₂ depth⌉ vectorised compositions, so the traced graph grows only with the logarithm of the
-tree's depth. Velocities ``v̄ = J(q) v`` (per body ṙ_G and ω̄) come from one forward-mode
-derivative of the pose map, the velocity-product accelerations ``J̇ v`` from a second, and the
-equations of motion are the full model's projected onto the tree (Jourdain / Kane):
-``M = Jᵀ M̄ J`` and ``Q = Jᵀ (Q̄ − M̄ J̇ v)``, with ``M̄`` the constant block-diagonal mass matrix
-and ``Q̄`` the full model's forces (gravity, force elements, contact, gyroscopic torques).
+tree's depth. Kinematics are spatial (Plücker twists (ω, velocity of the body point at the
+world origin), world axes): each joint's unit twists and the rate of its relative twist come
+from a small forward-mode derivative of its local transform alone, body velocities and
+velocity-product accelerations from masked sums over the static ancestry. The equations of
+motion are the full model's projected onto the tree (Jourdain / Kane), ``M = Jᵀ M̄ J`` and
+``Q = Jᵀ (Q̄ − M̄ J̇ v)`` with ``M̄`` the constant block-diagonal mass matrix and ``Q̄`` the full
+model's forces (gravity, force elements, contact, gyroscopic torques), evaluated without J by
+the composite-rigid-body method (:meth:`JointCoordinateModel.mass_and_forces`).
 
 Use it for speed: a 30-link chain has 30 coordinates instead of 210 and no constraint at all.
 Sensors, energies, reactions and parameters are the full model's (:meth:`to_maximal`).
