@@ -397,11 +397,11 @@ class JointCoordinateModel(MechanicalSystem):
         for tg in self.layout.tree:
             yield tg, _subgroup(self.full.joint_groups[tg.group], tg.members)
 
-    def _blocks(self, q: Array, v: Array | None = None, twists: bool = True) -> list[_Block]:
-        """The tree's bodies in blocks (the tree joints of one group; the floating bodies), each
-        with its local transforms and, if ``twists``, its joints' unit twists and (when ``v`` is
-        given) the rates of their relative twists (:class:`_Block`)."""
-        com = jnp.concatenate([self.full.bodies.com, jnp.zeros((1, 3), q.dtype)])
+    def _block_specs(self) -> list[tuple]:
+        """Per block of bodies (the tree joints of one group; the floating bodies): static
+        ``(child, parent, q_index (m, nq), v_index (m, nv))``, the local-transform and
+        coordinate-rate functions, and their per-member arguments (element, frames, flip)."""
+        com = jnp.concatenate([self.full.bodies.com, jnp.zeros((1, 3), self.full.bodies.com.dtype)])
         specs = []
         for tg, sub in self._tree_parts():
             m = len(tg.members)
@@ -422,8 +422,14 @@ class JointCoordinateModel(MechanicalSystem):
             vi = np.asarray(self.layout.free_v)[:, None] + np.arange(6)
             ground = (self.full.n_bodies,) * len(self.layout.free)
             specs.append((self.layout.free, ground, qi, vi, _free_transform, _free_rate, ()))
+        return specs
+
+    def _blocks(self, q: Array, v: Array | None = None, twists: bool = True) -> list[_Block]:
+        """The tree's bodies in blocks, each with its local transforms and, if ``twists``, its
+        joints' unit twists and (when ``v`` is given) the rates of their relative twists
+        (:class:`_Block`)."""
         out = []
-        for child, parent, qi, vi, local, rate, args in specs:
+        for child, parent, qi, vi, local, rate, args in self._block_specs():
             coords = q[qi]
             transform = eqx.filter_vmap(local)(*args, coords)
             if not twists:
@@ -472,17 +478,9 @@ class JointCoordinateModel(MechanicalSystem):
 
     def qdot(self, q: Array, v: Array) -> Array:
         parts, index = [], []
-        for tg, sub in self._tree_parts():
-            m = len(tg.members)
-            qi = np.asarray(tg.q_index, dtype=np.int32).reshape(m, -1)
-            vi = np.asarray(tg.v_index, dtype=np.int32).reshape(m, -1)
-            rates = eqx.filter_vmap(_joint_rate)(sub.elements, q[qi], v[vi])
-            parts.append(rates)
-            index.append(qi)
-        if self.layout.free:
-            qi = np.asarray(self.layout.free_q)[:, None] + np.arange(7)
-            vi = np.asarray(self.layout.free_v)[:, None] + np.arange(6)
-            parts.append(jax.vmap(_free_rate)(None, q[qi], v[vi]))
+        for _, _, qi, vi, _, rate, args in self._block_specs():
+            element = args[0] if args else None
+            parts.append(eqx.filter_vmap(rate)(element, q[qi], v[vi]))
             index.append(qi)
         return _by_index(parts, index, self.n_q)
 
