@@ -291,9 +291,9 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
         has_samples = (sample_step[j] == n) & (n < num_accepted)
         return jtu.tree_map(lambda x: jnp.where(has_samples, x[group[j]], 0.0), group_dense_bar)
 
-    # 2. Pull back through the accepted steps, last to first, `chunk` steps at a time: first
-    #    the state cotangents (sequential), then the chunk's parameter cotangents in one
-    #    vectorised vjp.
+    # 2. Pull back through the accepted steps, last to first, `chunk` steps at a time: small,
+    #    cheap models by step Jacobians (`jacobian_chunk`), the others stage by stage
+    #    (`vjp_chunk`); see DiscreteAdjoint.
     y0_flat, unflatten = jax.flatten_util.ravel_pytree(y0)
     small_state = y0_flat.shape[0] <= adjoint.jacobian_max_state and (
         len(jax.make_jaxpr(vector_field)(t0, y0, args_of(params)).eqns)
