@@ -8,7 +8,9 @@ controller's choice of steps is not differentiated, which changes the gradient b
 the solver tolerance).
 
 Forward pass: one adaptive ``diffrax.diffeqsolve`` that also saves the state at the end of every
-accepted step (``SaveAt(steps=True)``; memory ``max_steps × n_state`` floats).
+accepted step (``SaveAt(steps=True)``; memory ``max_steps × n_state`` floats) or, for larger
+models, every step's dense information with its stage increments (``SaveAt(dense=True)``;
+``max_steps × (n_stages + 2) × n_state`` floats), so the backward pass need not recompute them.
 
 Backward pass, given the cotangents ``ȳ_j`` of the samples ``y(t_j)``:
 
@@ -16,11 +18,12 @@ Backward pass, given the cotangents ``ȳ_j`` of the samples ``y(t_j)``:
    and the stage derivatives ``k``; the interpolant is a polynomial in ``(t − t_n)/h_n``). Its
    transpose maps ``ȳ_j`` to ``D̄_n``. Samples are grouped by step, so the buffer of ``D̄`` has
    one row per step that holds a sample (at most ``len(ts)`` rows), not one per step.
-2. One ``lax.while_loop`` from the last accepted step down to the first re-evaluates step ``n``
-   from its stored start ``y_n`` and pulls ``(ȳ_{n+1}, D̄_n)`` back through it, accumulating
+2. One ``lax.while_loop`` from the last accepted step down to the first takes step ``n`` from
+   its stored start ``y_n`` and pulls ``(ȳ_{n+1}, D̄_n)`` back through it, accumulating
    the parameter cotangent: for small states through the step Jacobians, otherwise through
    the step's stages written out backwards (:func:`_explicit_rk_step_vjp`, one ``vjp`` of the
-   vector field per stage, w.r.t. the state and the parameters at once). The loop runs exactly
+   vector field per stage, w.r.t. the state and the parameters at once, at the stage inputs
+   stored by the forward pass or recomputed). The loop runs exactly
    the accepted-step count (under ``vmap``, the largest of the batch), so it costs a few
    forward steps per step and no checkpoint bookkeeping.
 
@@ -59,16 +62,24 @@ __all__ = ["DiscreteAdjoint", "solve_with_discrete_adjoint"]
 class DiscreteAdjoint(eqx.Module):
     """Reverse-mode adjoint of the accepted explicit Runge–Kutta steps (see the module
     docstring). Pass as ``simulate(..., adjoint=DiscreteAdjoint())``; the default for explicit
-    solvers. Memory: the state at every accepted step, ``max_steps × n_state`` floats.
+    solvers. Memory: the state at every accepted step, ``max_steps × n_state`` floats, or
+    ``n_stages + 2`` times that with stored stages (below).
 
     ``jacobian_max_state``, ``jacobian_max_equations``: up to this many state variables, for
     a vector field of up to this many (top-level) jaxpr equations, the state cotangent goes
     through explicit step Jacobians (one vectorised ``jacfwd``, ``n_state`` tangents per step:
     cheap for small, overhead-bound models such as the lumped shock machine, 182 equations,
     where it is 8 % faster) and the parameter cotangents through one ``vjp`` vectorised over
-    a chunk of steps. Otherwise, through one ``vjp`` per stage of every step, state and
-    parameters together: better when a step is expensive (a 2-link chain in joint
-    coordinates, 629 equations and 4 states: gradient ÷ forward 3.3 instead of 5.3).
+    a chunk of steps (:meth:`backward_path` ``"jacobians"``). Otherwise, through one ``vjp``
+    per stage of every step, state and parameters together: better when a step is expensive
+    (a 2-link chain in joint coordinates, 629 equations and 4 states: gradient ÷ forward 3.3
+    instead of 5.3).
+
+    ``stage_store_max_floats``: on that stage-wise path the forward pass keeps every step's
+    stage increments (``"stored stages"``) while ``max_steps × (n_stages + 2) × n_state`` is at
+    most this (2²⁵ floats, 256 MiB in float64, per trajectory: under ``vmap`` the batch
+    multiplies it), and the backward pass does not re-run the stages; above it they are
+    recomputed from the stored step starts (``"stages"``).
     ``chunk``: steps processed per iteration of the backward loop; ``None``: 128 with step
     Jacobians, 32 otherwise. The earliest steps that do not fill a chunk go a quarter chunk at
     a time.
@@ -77,6 +88,20 @@ class DiscreteAdjoint(eqx.Module):
     chunk: int | None = eqx.field(static=True, default=None)
     jacobian_max_state: int = eqx.field(static=True, default=16)
     jacobian_max_equations: int = eqx.field(static=True, default=400)
+    stage_store_max_floats: int = eqx.field(static=True, default=2**25)
+
+    def backward_path(self, vector_field, solver, t0, y0, args, max_steps: int) -> str:
+        """How the backward pass pulls a step back: ``"jacobians"``, ``"stored stages"`` or
+        ``"stages"`` (see the class docstring)."""
+        n_state = jax.flatten_util.ravel_pytree(y0)[0].shape[0]
+        if n_state <= self.jacobian_max_state and (
+            len(jax.make_jaxpr(vector_field)(t0, y0, args).eqns) <= self.jacobian_max_equations
+        ):
+            return "jacobians"
+        n_dense = solver.tableau.num_stages + 2
+        if max_steps * n_dense * n_state <= self.stage_store_max_floats:
+            return "stored stages"
+        return "stages"
 
 
 def _zeros_like_tree(tree: PyTree) -> PyTree:
@@ -93,11 +118,14 @@ def _materialise(cotangent: PyTree, primal: PyTree) -> PyTree:
     )
 
 
-def _save_at(ts: Array, save_steps: bool) -> diffrax.SaveAt:
+def _save_at(ts: Array, store: str | None) -> diffrax.SaveAt:
     # The samples, the last accepted state (t1, or where a failed solve stopped), and when
-    # differentiating, the end of every accepted step (for the backward pass).
+    # differentiating, for the backward pass, the end of every accepted step (``"steps"``) or
+    # its whole dense information, stages included (``"dense"``).
     subs = (diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))
-    return diffrax.SaveAt(subs=subs + ((diffrax.SubSaveAt(steps=True),) if save_steps else ()))
+    if store == "steps":
+        subs += (diffrax.SubSaveAt(steps=True),)
+    return diffrax.SaveAt(subs=subs, dense=store == "dense")
 
 
 def _butcher(tableau) -> tuple[int, Array, Array]:
@@ -132,10 +160,12 @@ def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
 
 
 def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_of, params,
-                          cotangent):
+                          cotangent, ks=None):
     """``(p̄, ȳ_start)`` of :func:`_explicit_rk_step` for ``cotangent = (ȳ_stop, D̄)``, with
-    ``args = args_of(params)``: the stages' adjoint written out. A forward ``scan`` stores the
-    stage inputs ``Y_i = y + Σ_j a_ij k_j``; a backward ``scan`` takes ``k̄_i`` (from ``ȳ_stop``
+    ``args = args_of(params)``: the stages' adjoint written out. The stage inputs
+    ``Y_i = y + Σ_j a_ij k_j`` come from the stage increments ``ks`` stored by the forward
+    pass (a pytree like ``y_start`` with a leading stage axis), or without them from a
+    forward ``scan`` of the stages; a backward ``scan`` takes ``k̄_i`` (from ``ȳ_stop``
     through ``b_i`` and from ``D̄``), pulls it through ``k_i = h f(t_i, Y_i)`` with one ``vjp``
     and passes ``Ȳ_i`` on to ``ȳ`` and to the earlier stages (``k̄_j += a_ij Ȳ_i``). Both loops
     trace the vector field once, and unlike the ``vjp`` of the step's ``scan`` nothing is
@@ -152,8 +182,11 @@ def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_
         y_i = y_flat + a[i] @ ks
         return ks.at[i].set(increment(params, t_start + c[i] * h, y_i)), y_i
 
-    ks = jnp.zeros((n_stages, y_flat.shape[0]), y_flat.dtype)
-    _, stage_inputs = jax.lax.scan(stage, ks, jnp.arange(n_stages))
+    if ks is None:
+        ks = jnp.zeros((n_stages, y_flat.shape[0]), y_flat.dtype)
+        _, stage_inputs = jax.lax.scan(stage, ks, jnp.arange(n_stages))
+    else:
+        stage_inputs = y_flat + a @ jax.vmap(lambda k: jax.flatten_util.ravel_pytree(k)[0])(ks)
 
     y_stop_bar, dense_bar = cotangent
     ravel = lambda tree: jax.flatten_util.ravel_pytree(tree)[0]  # noqa: E731
@@ -202,12 +235,11 @@ def solve_with_discrete_adjoint(
     """
     del adjoint
     out, _ = _forward(dynamic, static, vector_field, solver, stepsize_controller, ts, t0, dt0,
-                      max_steps, save_steps=False)
+                      max_steps, store=None)
     return out
 
 
-def _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
-             save_steps):
+def _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps, store):
     params, y0 = dynamic
     args = eqx.combine(params, static)
     sol = diffrax.diffeqsolve(
@@ -218,7 +250,7 @@ def _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max
         dt0,
         y0,
         args=args,
-        saveat=_save_at(ts, save_steps),
+        saveat=_save_at(ts, store),
         stepsize_controller=controller,
         adjoint=diffrax.RecursiveCheckpointAdjoint(),  # not differentiated here
         max_steps=max_steps,
@@ -226,22 +258,31 @@ def _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max
     )
     ys, y_end = sol.ys[:2]
     end = (sol.ts[1][-1], jtu.tree_map(lambda x: x[-1], y_end), sol.result, sol.stats)
-    if not save_steps:
+    num_accepted = sol.stats["num_accepted_steps"]
+    if store is None:
         return (ys, end), None
-    return (ys, end), (sol.ts[2], sol.ys[2], sol.stats["num_accepted_steps"])
+    if store == "steps":
+        return (ys, end), (sol.ts[2], sol.ys[2], num_accepted, None)
+    # t_{n+1}, y_{n+1} and the stage increments of step n, padded to max_steps
+    dense = sol.interpolation
+    return (ys, end), (dense.ts[1:], dense.infos["y1"], num_accepted, dense.infos["k"])
 
 
 def _fwd(perturbed, dynamic, static, vector_field, solver, controller, ts, t0, dt0,
          max_steps, adjoint):
-    del perturbed, adjoint
+    del perturbed
+    params, y0 = dynamic
+    path = adjoint.backward_path(
+        vector_field, solver, t0, y0, eqx.combine(params, static), max_steps
+    )
     return _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
-                    save_steps=True)
+                    store="dense" if path == "stored stages" else "steps")
 
 
 def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
          controller, ts, t0, dt0, max_steps, adjoint):
-    del controller, dt0, max_steps
-    t_steps, y_steps, num_accepted = residuals
+    del controller, dt0
+    t_steps, y_steps, num_accepted, stored_ks = residuals
     all_params, y0 = dynamic
     # Only the parameters the caller differentiates get cotangents (``None`` for the rest):
     # a gradient w.r.t. a few masses does not pull back through every frame and inertia.
@@ -294,10 +335,10 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
     # 2. Pull back through the accepted steps, last to first, `chunk` steps at a time: small,
     #    cheap models by step Jacobians (`jacobian_chunk`), the others stage by stage
     #    (`vjp_chunk`); see DiscreteAdjoint.
-    y0_flat, unflatten = jax.flatten_util.ravel_pytree(y0)
-    small_state = y0_flat.shape[0] <= adjoint.jacobian_max_state and (
-        len(jax.make_jaxpr(vector_field)(t0, y0, args_of(params)).eqns)
-        <= adjoint.jacobian_max_equations
+    _, unflatten = jax.flatten_util.ravel_pytree(y0)
+    small_state = (
+        adjoint.backward_path(vector_field, solver, t0, y0, args_of(params), max_steps)
+        == "jacobians"
     )
     chunk = adjoint.chunk or (128 if small_state else 32)
 
@@ -352,9 +393,10 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
         def recurse(carry, inputs):
             n, dense_bar, is_live = inputs
             t_start, y_start = step_start(n)
+            ks = None if stored_ks is None else jtu.tree_map(lambda k: k[n], stored_ks)
             p_bar, y_start_bar = _explicit_rk_step_vjp(
                 solver.tableau, vector_field, t_start, t_steps[n], y_start,
-                args_of, params, (carry[0], dense_bar),
+                args_of, params, (carry[0], dense_bar), ks,
             )  # fmt: skip
             keep = lambda new, old: jnp.where(is_live, new, old)  # noqa: E731
             add = lambda total, x: total + jnp.where(is_live, x, 0.0)  # noqa: E731

@@ -13,8 +13,9 @@ Solvers and adjoints are ``diffrax`` objects, swappable:
   same controller, Newton-chord iterations on the autodiff Jacobian);
 * fixed steps: ``stepsize_controller=diffrax.ConstantStepSize(), dt0=...``;
 * adjoint (reverse mode, ``jax.grad``): by default :class:`~diffmbs.adjoint.DiscreteAdjoint`
-  for explicit Runge–Kutta solvers — the exact adjoint of the accepted steps, about 2–3× a
-  forward solve, memory ``max_steps × n_state`` floats — and diffrax's
+  for explicit Runge–Kutta solvers — the exact adjoint of the accepted steps, about 3–5× a
+  forward solve, memory ``max_steps × n_state`` floats (``n_stages + 2`` times that when it
+  keeps the stages, see :class:`~diffmbs.adjoint.DiscreteAdjoint`) — and diffrax's
   ``RecursiveCheckpointAdjoint()`` (binomial checkpointing, memory ``O(√max_steps)``, slower)
   for implicit solvers or when that store would exceed :data:`DISCRETE_ADJOINT_MAX_FLOATS`.
   The code here has no ``while_loop`` in a differentiated path: fixed-count loops are Python

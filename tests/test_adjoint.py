@@ -21,7 +21,8 @@ from diffmbs.system import MechanicalSystem
 
 TIGHT = {"rtol": 1e-11, "atol": 1e-13}
 CHECKPOINTED = diffrax.RecursiveCheckpointAdjoint()
-SEQUENTIAL = DiscreteAdjoint(jacobian_max_state=0)  # one vjp per step instead of Jacobians
+SEQUENTIAL = DiscreteAdjoint(jacobian_max_state=0)  # stage-wise vjps at the stored stages
+RECOMPUTED = DiscreteAdjoint(jacobian_max_state=0, stage_store_max_floats=0)  # stages re-run
 
 
 class Duffing(MechanicalSystem):
@@ -93,7 +94,9 @@ def test_duffing_gradient_matches_differences_and_other_adjoints(ts):
 
 
 
-@pytest.mark.parametrize("adjoint", [None, SEQUENTIAL], ids=["jacobians", "sequential"])
+@pytest.mark.parametrize(
+    "adjoint", [None, SEQUENTIAL, RECOMPUTED], ids=["jacobians", "stored-stages", "stages"]
+)
 def test_gradient_of_some_leaves_only(adjoint):
     """Only the leaves differentiated get cotangents: the spring rate and the initial state
     (the model's other arrays are arguments too, but not perturbed), or the initial state
@@ -113,6 +116,25 @@ def test_gradient_of_some_leaves_only(adjoint):
     fd = central_differences(f, jnp.concatenate([k[None], y0]))
     np.testing.assert_allclose(np.r_[g_k, g_y0], fd, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(g_y0_alone, g_y0, rtol=1e-12)
+
+def test_backward_path_choice():
+    """Jacobians for small, cheap vector fields; stored stages while they fit the budget."""
+    model = Duffing(*(jnp.asarray(x) for x in P_DUFFING[:4]))
+    y0 = jnp.zeros(2)
+
+    def field(t, y, args):
+        return jnp.stack([y[1], args.forces(t, y[:1], y[1:])[0] / args.m])
+
+    def path(adjoint, max_steps=1000):
+        return adjoint.backward_path(field, diffrax.Tsit5(), 0.0, y0, model, max_steps)
+
+    assert path(DiscreteAdjoint()) == "jacobians"
+    assert path(DiscreteAdjoint(jacobian_max_equations=1)) == "stored stages"
+    assert path(SEQUENTIAL) == "stored stages"
+    assert path(SEQUENTIAL, max_steps=2**25 // 18) == "stored stages"  # 7 stages + 2, 2 states
+    assert path(SEQUENTIAL, max_steps=2**25 // 18 + 1) == "stages"
+    assert path(RECOMPUTED) == "stages"
+
 
 def test_default_is_discrete_adjoint_and_falls_back():
     assert isinstance(_default_adjoint(diffrax.Tsit5(), 1000, 8), DiscreteAdjoint)
