@@ -216,3 +216,18 @@ def test_joint_between_two_moving_bodies_permits_rigid_motion_of_the_pair():
     motions = np.stack([*pair, relative], axis=1)
     assert np.linalg.matrix_rank(motions) == 7 == 12 - 5
     np.testing.assert_allclose(jac @ motions, 0.0, atol=1e-13)
+
+
+def test_elementary_rotation_derivatives_of_every_order():
+    """The rotation's (cos, sin) go through a custom derivative (computed once, behind an
+    optimisation barrier): d/dθ R = ẑ× R and d²/dθ² R = −(R − ẑẑᵀ) about z, also batched."""
+    from diffmbs.multibody._joints import _elementary_rotation
+
+    angles = jnp.array([-2.0, 0.0, 0.4, 3.0])
+    rot = jax.vmap(lambda a: _elementary_rotation(2, a))(angles)
+    first = jax.vmap(jax.jacfwd(lambda a: _elementary_rotation(2, a)))(angles)
+    second = jax.vmap(jax.jacfwd(jax.jacrev(lambda a: _elementary_rotation(2, a))))(angles)
+    z_cross = jnp.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(first, z_cross @ rot, atol=1e-15)
+    np.testing.assert_allclose(second, -(rot - jnp.diag(jnp.array([0.0, 0.0, 1.0]))), atol=1e-15)
+    np.testing.assert_allclose(rot[:, 0, 0], np.cos(angles), rtol=1e-15)

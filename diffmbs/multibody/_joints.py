@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
@@ -138,9 +139,25 @@ def _along(xi: Array, d: Array) -> Array:
     return dot(xi[:, 2], d)
 
 
+@jax.custom_jvp
+def _cos_sin(angle: Array) -> Array:
+    """``(cos, sin)`` of ``angle`` stacked on a leading axis, computed once: the optimisation
+    barrier keeps XLA from fusing (and so recomputing) the transcendentals into every
+    consumer — under ``vmap`` the rotation, its unit twists and their rates each did, and
+    the recomputed sines were most of a batched right-hand side. The derivative reuses the
+    same values, so derivatives of any order add no sine either."""
+    return jax.lax.optimization_barrier(jnp.stack([jnp.cos(angle), jnp.sin(angle)]))
+
+
+@_cos_sin.defjvp
+def _cos_sin_jvp(primals, tangents):
+    cs = _cos_sin(primals[0])
+    return cs, jnp.stack([-cs[1], cs[0]]) * tangents[0]
+
+
 def _elementary_rotation(axis: int, angle: Array) -> Array:
     """Rotation by ``angle`` (rad) about coordinate axis ``axis`` (0, 1, 2), shape (3, 3)."""
-    c, s = jnp.cos(angle), jnp.sin(angle)
+    c, s = _cos_sin(angle)
     one, zero = jnp.ones_like(c), jnp.zeros_like(c)
     rows = (
         ((one, zero, zero), (zero, c, -s), (zero, s, c)),
