@@ -117,6 +117,7 @@ def test_gradient_of_some_leaves_only(adjoint):
     np.testing.assert_allclose(np.r_[g_k, g_y0], fd, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(g_y0_alone, g_y0, rtol=1e-12)
 
+
 def test_backward_path_choice():
     """Jacobians for small, cheap vector fields; stored stages while they fit the budget."""
     model = Duffing(*(jnp.asarray(x) for x in P_DUFFING[:4]))
