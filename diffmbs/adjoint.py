@@ -167,16 +167,16 @@ def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_
     pass (a pytree like ``y_start`` with a leading stage axis), or without them from a
     forward ``scan`` of the stages; a backward ``scan`` takes ``k̄_i`` (from ``ȳ_stop``
     through ``b_i`` and from ``D̄``), pulls it through ``k_i = h f(t_i, Y_i)`` with one ``vjp``
-    and passes ``Ȳ_i`` on to ``ȳ`` and to the earlier stages (``k̄_j += a_ij Ȳ_i``). Both loops
-    trace the vector field once, and unlike the ``vjp`` of the step's ``scan`` nothing is
+    and passes ``Ȳ_i`` on to ``ȳ`` and to the earlier stages (``k̄_j += a_ij Ȳ_i``). Each loop
+    traces the vector field once, and unlike the ``vjp`` of the step's ``scan`` nothing is
     stacked but the stage inputs (n_stages × n_state floats)."""
     n_stages, a, c = _butcher(tableau)
     h = t_stop - t_start
     y_flat, unflatten = jax.flatten_util.ravel_pytree(y_start)
+    ravel = lambda tree: jax.flatten_util.ravel_pytree(tree)[0]  # noqa: E731
 
     def increment(p, t, y):
-        k = vector_field(t, unflatten(y), args_of(p))
-        return h * jax.flatten_util.ravel_pytree(k)[0]
+        return h * ravel(vector_field(t, unflatten(y), args_of(p)))
 
     def stage(ks, i):
         y_i = y_flat + a[i] @ ks
@@ -186,10 +186,9 @@ def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_
         ks = jnp.zeros((n_stages, y_flat.shape[0]), y_flat.dtype)
         _, stage_inputs = jax.lax.scan(stage, ks, jnp.arange(n_stages))
     else:
-        stage_inputs = y_flat + a @ jax.vmap(lambda k: jax.flatten_util.ravel_pytree(k)[0])(ks)
+        stage_inputs = y_flat + a @ jax.vmap(ravel)(ks)
 
     y_stop_bar, dense_bar = cotangent
-    ravel = lambda tree: jax.flatten_util.ravel_pytree(tree)[0]  # noqa: E731
     stop_bar = ravel(y_stop_bar) + ravel(dense_bar["y1"])
     k_bar = jax.vmap(ravel)(dense_bar["k"]) + jnp.asarray(tableau.b_sol)[:, None] * stop_bar
 
