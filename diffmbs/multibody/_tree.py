@@ -101,16 +101,6 @@ def _matmul(a: Array, b: Array) -> Array:
     return jnp.sum(a[..., :, :, None] * b[..., None, :, :], axis=-2)
 
 
-def _mask_product(mask: Array, x: Array) -> Array:
-    """``mask @ x`` for a constant 0/1 matrix ``mask`` (k, n) and ``x`` (n, m), elementwise.
-
-    Under ``vmap`` a product with a constant becomes a ``dot`` whose batched operand XLA first
-    transposes; the broadcast sum fuses instead. Measured per use: faster for the body
-    velocities, no better for the subtree sums, 2× slower for the ancestry product (those stay
-    ``@``)."""
-    return jnp.sum(mask[:, :, None] * x[None], axis=1)
-
-
 class _Block(NamedTuple):
     """Bodies moved by the tree joints of one group (or the floating bodies): static ``child``,
     ``parent`` (m,) and ``v_index`` (m, nv); the local transforms (R_A (m, 3, 3), t_A (m, 3)),
@@ -182,11 +172,11 @@ def _joint_transform(reverse_all: bool, joint, frames, flip, coordinates):
 
     def chain(a, m, b):
         (ra, ta), (rm, tm), (rb, tb) = a, m, b
-        r = _matmul(_matmul(ra, rm), rb.T)
-        return r, ta + matvec(ra, tm) - matvec(r, tb)
+        r = ra @ rm @ rb.T
+        return r, ta + ra @ tm - r @ tb
 
     forward = lambda: chain((r_i, t_i), motion, (r_j, t_j))  # noqa: E731
-    backward = lambda: chain((r_j, t_j), (motion[0].T, -tmatvec(*motion)), (r_i, t_i))  # noqa: E731
+    backward = lambda: chain((r_j, t_j), (motion[0].T, -motion[0].T @ motion[1]), (r_i, t_i))  # noqa: E731
     if flip is None:
         return backward() if reverse_all else forward()
     return jax.tree.map(lambda b, f: jnp.where(flip, b, f), backward(), forward())
@@ -455,7 +445,7 @@ class JointCoordinateModel(MechanicalSystem):
                     (r, t), (dr, dt) = jax.jvp(
                         lambda c__: local(*member, c__), (c_,), (rate(element, c_, w_),)
                     )
-                    omega = unskew(_matmul(dr, r.T))
+                    omega = unskew(dr @ r.T)
                     return jnp.concatenate([omega, dt - jnp.cross(omega, t)])
 
                 units = jax.jacfwd(lambda w_: twist(c, w_))(jnp.zeros(nv, c.dtype)).T
@@ -513,7 +503,7 @@ class JointCoordinateModel(MechanicalSystem):
         r, x = r[:n], x[:n]
         if v is None:
             return _TreeMotion(r, x, twists)
-        velocity = _mask_product(self._moves(v.dtype), twists * v[:, None])  # (n, 6)
+        velocity = self._moves(v.dtype) @ (twists * v[:, None])  # (n, 6)
         rates = jnp.concatenate(rates)[np.argsort(np.concatenate(children))]
         parent_velocity = jnp.concatenate([velocity, jnp.zeros((1, 6), v.dtype)])
         # d/dt (X_p σ) = V_p × X_p σ + X_p σ̇ and V_p × (V_child − V_p) = V_p × V_child
@@ -586,8 +576,7 @@ class JointCoordinateModel(MechanicalSystem):
         moment_arm = sub[:, 1:4]
         momentum = sub[:, :1] * speed - jnp.cross(moment_arm, omega)
         angular = matvec(sub[:, 4:].reshape(-1, 3, 3), omega) + jnp.cross(moment_arm, speed)
-        # g[c, d] = s_c · (I_sub(d) s_d)
-        g = jnp.sum(omega[:, None] * angular[None] + speed[:, None] * momentum[None], axis=-1)
+        g = omega @ angular.T + speed @ momentum.T  # g[c, d] = s_c · (I_sub(d) s_d)
         owner = np.asarray(self.layout.column_body)
         on_path = np.asarray(self.layout.ancestry)[owner][:, owner].T  # [c, d]: c on d's path
         mass = jnp.where(on_path, g, jnp.where(on_path.T, g.T, 0.0))
