@@ -488,7 +488,9 @@ def simulate(
       itself is not altered.
     - ``output_chunk``: saved samples evaluated together (vectorised) for the outputs
       (v̇, multipliers, sensors, projection); the samples go through in chunks of this size,
-      so memory stays bounded on long records and in batches. Larger values suit a GPU.
+      so memory stays bounded on long records and in batches. Larger values suit a GPU, and a
+      single run differentiated with XLA's multi-threaded CPU pool (all samples at once: ~10 %
+      faster reverse pass for chain10 with two threads).
     - ``throw``: raise on failure (see the module docstring); ``False`` returns the partial
       :class:`Solution` with ``status``/``diagnosis``/``t_reached`` set.
 
