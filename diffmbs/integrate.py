@@ -472,7 +472,7 @@ def simulate(
     - ``solver``: a diffrax solver; default ``diffrax.Tsit5()``. For stiff models pass
       ``diffrax.Kvaerno5()`` (implicit). For smooth mechanisms without contact the 8th-order
       ``diffrax.Dopri8()`` reaches the same accuracy in fewer right-hand sides (10- and
-      30-link chains at 1e-4 rad: a third of Tsit5's steps, 20–25 % less time).
+      30-link chains at 1e-4 rad: a third of Tsit5's steps, 20–40 % less time).
     - ``adjoint``: reverse mode (``jax.grad``) by default: :class:`~diffmbs.adjoint.DiscreteAdjoint`
       with explicit solvers, ``diffrax.RecursiveCheckpointAdjoint()`` otherwise (see the module
       docstring); ``diffrax.ForwardMode()`` for ``jax.jacfwd``/``jax.jvp``.
