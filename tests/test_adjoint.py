@@ -159,7 +159,9 @@ def test_other_explicit_solver_and_implicit_solver_error():
 
 
 @pytest.mark.parametrize(
-    "adjoint", [DiscreteAdjoint(), SEQUENTIAL, RECOMPUTED], ids=["jacobians", "stored", "recomputed"]
+    "adjoint",
+    [DiscreteAdjoint(), SEQUENTIAL, RECOMPUTED],
+    ids=["jacobians", "stored", "recomputed"],
 )
 def test_fixed_step_dopri8_gradient_is_exact(adjoint):
     """With the steps fixed the discrete adjoint is the exact derivative of the numerical
