@@ -632,7 +632,6 @@ def bench_scene(scene: Scene, args, kkt_main, report: list[str]) -> dict:
         entry["matched"] = {**entry["sweep"][-1], "timing": timing_summary(timings[name])}
     chosen = min(solvers, key=lambda name: timings[name]["median_s"])
     fwd, matched_rtol = forwards[chosen], solvers[chosen]["matched_rtol"]
-    solver_kw = {"solver": DM_SOLVERS[chosen], "max_steps": MAX_STEPS}
     compile_s = {"forward": solvers[chosen]["compile_s"]}
     dm = {
         "kkt": type(kkt_main).__name__,
@@ -668,7 +667,9 @@ def bench_scene(scene: Scene, args, kkt_main, report: list[str]) -> dict:
     other = "LeastSquaresKKT" if dm["kkt"] == "AugmentedLagrangianKKT" else "AugmentedLagrangianKKT"
     kkt_out = {"rhs_call": rhs}
     if scene.n_links <= args.ls_max_n or other == "AugmentedLagrangianKKT":
-        fo = eqx.filter_jit(make_forward(scene, kkts[other], **solver_kw))
+        fo = eqx.filter_jit(
+            make_forward(scene, kkts[other], solver=DM_SOLVERS[chosen], max_steps=MAX_STEPS)
+        )
         first_call(lambda: fo(model, masses, q0, matched_rtol))
         t_o = time_median(
             lambda: fo(model, masses, q0, matched_rtol), warmup=0, repeats=max(2, args.repeats // 2)
