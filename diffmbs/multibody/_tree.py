@@ -605,6 +605,7 @@ class JointCoordinateModel(MechanicalSystem):
 
     # ----------------------------------------------------------------- states
 
+    @eqx.filter_jit  # called eagerly (initial states, post-processing): op by op it is slow
     def to_maximal(
         self, q: Array, v: Array | None = None, vdot: Array | None = None
     ) -> tuple[Array, ...]:
@@ -625,7 +626,7 @@ class JointCoordinateModel(MechanicalSystem):
         satisfies the tree joints (assemble it first; an unassembled one raises, naming the
         joint). Velocities are the least-squares fit ``J v ≈ v̄`` (exact when consistent)."""
         q_max = jnp.asarray(q_max)
-        residuals = self.full.joint_residuals(0.0, q_max)
+        residuals = _joint_residuals(self.full, q_max)
         bad = {j: float(residuals[j]) for j in self.tree_joints if _concrete(residuals[j])}
         bad = {j: r for j, r in bad.items() if not r <= _ASSEMBLY_TOLERANCE}
         if bad:
@@ -635,6 +636,11 @@ class JointCoordinateModel(MechanicalSystem):
                 "assemble the full model first",
                 joint,
             )
+        return self._coordinates_of(q_max, v_max)
+
+    @eqx.filter_jit
+    def _coordinates_of(self, q_max: Array, v_max: Array | None) -> tuple[Array, ...]:
+        """:meth:`from_maximal` after its check, compiled (op by op it takes seconds)."""
         kin = self.full.kinematics(q_max)
         parts, index = [], []
         for tg, sub in self._tree_parts():
@@ -670,3 +676,8 @@ class JointCoordinateModel(MechanicalSystem):
 
 def _concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
+
+
+@eqx.filter_jit
+def _joint_residuals(model: MultibodyModel, q: Array) -> dict[str, Array]:
+    return model.joint_residuals(0.0, q)
