@@ -61,11 +61,10 @@ from diffmbs.system import (
     LeastSquaresKKT,
     MechanicalSystem,
     accelerations,
-    constraint_jacobian,
     constraint_terms,
-    mass_is_definite,
     n_constraints,
     project_state,
+    solve_motion,
 )
 
 __all__ = [
@@ -199,24 +198,6 @@ def _all_finite(tree: Any) -> Array:
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
-def _diagnose(system, t, q, v, baumgarte, kkt_solver) -> Array:
-    """Index into :data:`DIAGNOSES` of the first thing wrong at one state."""
-    t, q, v = jax.lax.stop_gradient((t, q, v))
-    mass = system.mass(q)
-    checks = [_all_finite((q, v)), _all_finite(mass), _all_finite(system.forces(t, q, v))]
-    if n_constraints(system, t, q) > 0:
-        jac = constraint_jacobian(system, t, q, v)
-        checks += [_all_finite((constraint_terms(system, t, q, v), jac))]
-        definite = mass_is_definite(mass, jac)
-    else:
-        checks += [jnp.asarray(True)]
-        definite = mass_is_definite(mass, jnp.zeros((0, v.shape[0]), v.dtype))
-    vdot, lam = accelerations(system, t, q, v, baumgarte, kkt_solver=kkt_solver, check=False)
-    checks += [definite, _all_finite((vdot, lam)), _all_finite(system.sensors(t, q, v, vdot))]
-    bad = jnp.logical_not(jnp.stack(checks))
-    return jnp.where(jnp.any(bad), jnp.argmax(bad) + 1, 0)
-
-
 def _in_chunks(fn: Callable, size: int) -> Callable:
     """``jax.vmap(fn)`` semantics, evaluated ``size`` samples at a time (a ``lax.map`` over
     chunks, each chunk vectorised; ``size = 1``: one unbatched call per sample).
@@ -291,14 +272,17 @@ def _simulate(
         t_end, q_end, v_end = sol.ts[1][-1], q_end[-1], v_end[-1]
         result, stats = sol.result, sol.stats
 
-    # Drift of the integration itself (before any projection of the outputs).
-    phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(ts, q, v)
-    drift = jnp.max(jnp.abs(phi), initial=0.0)
-    vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
+    constrained = n_constraints(system, t0, q0) > 0
+    if project and constrained:
+        # drift of the integration itself, before the projection of the outputs
+        phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(
+            ts, q, v
+        )
+        drift = jnp.max(jnp.abs(phi), initial=0.0)
+        vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
 
     # A batched SVD (LeastSquaresKKT, the position projection) can deadlock jaxlib 0.10's CPU
     # thread pool (see diffmbs._linalg); those paths evaluate their samples one at a time.
-    constrained = n_constraints(system, t0, q0) > 0
     uses_svd = constrained and (project or isinstance(kkt_solver, LeastSquaresKKT))
     per_sample = functools.partial(_in_chunks, size=1 if uses_svd else output_chunk)
 
@@ -310,18 +294,37 @@ def _simulate(
         )(ts, q, v)
 
     def outputs(t_, q_, v_):
-        vdot, lam = accelerations(system, t_, q_, v_, baumgarte, kkt_solver=kkt_solver, check=False)
-        return vdot, lam, system.sensors(t_, q_, v_, vdot)
+        vdot, lam, ok, terms = solve_motion(system, t_, q_, v_, baumgarte, kkt_solver=kkt_solver)
+        vdot = jnp.where(ok, vdot, jnp.nan)
+        sensors = system.sensors(t_, q_, v_, vdot)
+        healthy = jnp.stack(  # one flag per entry of DIAGNOSES[1:], in that order
+            [
+                _all_finite((q_, v_)),
+                _all_finite(terms.mass),
+                _all_finite(terms.force),
+                _all_finite((terms.phi, terms.phidot, terms.gamma, terms.jac)),
+                ok,
+                _all_finite((vdot, lam)),
+                _all_finite(sensors),
+            ]
+        )
+        drifts = jnp.stack(
+            [jnp.max(jnp.abs(x), initial=0.0) for x in (terms.phi, terms.phidot)]
+        )
+        return vdot, lam, sensors, healthy, drifts
 
-    vdot, lam, sensors = per_sample(outputs)(ts, q, v)
+    # The samples and, as one more row, the last accepted state: its flags diagnose a solver
+    # failure, so the model's equations are traced (and compiled) once, not twice.
+    end = jax.lax.stop_gradient((t_end, q_end, v_end))
+    rows = jax.tree.map(lambda x, e: jnp.concatenate([x, e[None]]), (ts, q, v), end)
+    evaluated = per_sample(outputs)(*rows)
+    healthy_end = evaluated[3][-1]
+    vdot, lam, sensors, healthy, drifts = jax.tree.map(lambda x: x[:-1], evaluated)
+    if not (project and constrained):
+        drift, vdrift = jnp.max(drifts, axis=0, initial=0.0)
 
     # Classify the outcome.
-    row_ok = jnp.stack(
-        [
-            jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
-            for x in jax.tree_util.tree_leaves((q, v, vdot, lam, sensors))
-        ]
-    ).all(axis=0)
+    row_ok = jnp.all(healthy, axis=1)
     first_bad = jnp.argmin(row_ok)
     solver_ok = result == diffrax.RESULTS.successful
     status = jnp.where(
@@ -337,7 +340,8 @@ def _simulate(
     t_reached = jnp.where(nonfinite_out, ts[first_bad], t_end)
     q_reached = jnp.where(nonfinite_out, q[first_bad], q_end)
     v_reached = jnp.where(nonfinite_out, v[first_bad], v_end)
-    diagnosis = _diagnose(system, t_reached, q_reached, v_reached, baumgarte, kkt_solver)
+    flags = jnp.where(nonfinite_out, healthy[first_bad], healthy_end)
+    diagnosis = jnp.where(jnp.all(flags), 0, jnp.argmin(flags) + 1)
 
     stats = {
         k: jnp.asarray(stats[k])

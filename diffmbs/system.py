@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -78,6 +79,7 @@ __all__ = [
     "AugmentedLagrangianKKT",
     "LeastSquaresKKT",
     "MechanicalSystem",
+    "MotionTerms",
     "acceleration_rhs",
     "accelerations",
     "constraint_jacobian",
@@ -85,6 +87,7 @@ __all__ = [
     "mass_is_definite",
     "n_constraints",
     "project_state",
+    "solve_motion",
     "velocity_constraints",
 ]
 
@@ -374,6 +377,46 @@ def _solve_mass(mass: Array, force: Array) -> tuple[Array, Array]:
     return s_v * spd_solve(m_t, s_v * force, low), ok
 
 
+class MotionTerms(NamedTuple):
+    """The terms of one evaluation of the equations of motion (see :func:`accelerations`)."""
+
+    mass: Array  # M, (n_v, n_v)
+    force: Array  # Q, (n_v,)
+    phi: Array  # Φ, (n_c,)
+    phidot: Array  # Φ̇, (n_c,)
+    gamma: Array  # γ, (n_c,)
+    jac: Array  # Φ_v, (n_c, n_v)
+
+
+def solve_motion(
+    system: MechanicalSystem,
+    t: ArrayLike,
+    q: Array,
+    v: Array,
+    baumgarte: tuple[ArrayLike, ArrayLike] = DEFAULT_BAUMGARTE,
+    *,
+    kkt_solver: AbstractKKTSolver | None = None,
+) -> tuple[Array, Array, Array, MotionTerms]:
+    """``(v̇, λ, ok, terms)``: :func:`accelerations` without its check — ``ok`` (bool) says
+    ``M`` is positive definite on the motions the constraints allow (``v̇`` is unique) — and the
+    :class:`MotionTerms` it was computed from, for callers that also inspect them (the
+    simulation's drift and failure diagnosis) without tracing the model a second time."""
+    alpha, beta = baumgarte
+    t = _time(t, q)
+    mass, force = system.mass_and_forces(t, q, v)
+    if n_constraints(system, t, q) == 0:
+        vdot, ok = _solve_mass(mass, force)
+        empty = jnp.zeros((0,), dtype=vdot.dtype)
+        jac = jnp.zeros((0, v.shape[0]), dtype=vdot.dtype)
+        return vdot, empty, ok, MotionTerms(mass, force, empty, empty, empty, jac)
+    phi, phidot, gamma = constraint_terms(system, t, q, v)
+    jac = constraint_jacobian(system, t, q, v)
+    rhs = gamma - 2 * alpha * phidot - beta**2 * phi
+    solver = AugmentedLagrangianKKT() if kkt_solver is None else kkt_solver
+    vdot, lam, ok = solver(mass, jac, force, rhs)
+    return vdot, lam, ok, MotionTerms(mass, force, phi, phidot, gamma, jac)
+
+
 def accelerations(
     system: MechanicalSystem,
     t: ArrayLike,
@@ -396,18 +439,7 @@ def accelerations(
     ``check=False``: it returns NaN accelerations instead (used inside the integrator, which
     reports the failure with its time after the solve).
     """
-    alpha, beta = baumgarte
-    t = _time(t, q)
-    mass, force = system.mass_and_forces(t, q, v)
-    if n_constraints(system, t, q) == 0:
-        vdot, ok = _solve_mass(mass, force)
-        lam = jnp.zeros((0,), dtype=vdot.dtype)
-    else:
-        phi, phidot, gamma = constraint_terms(system, t, q, v)
-        jac = constraint_jacobian(system, t, q, v)
-        rhs = gamma - 2 * alpha * phidot - beta**2 * phi
-        solver = AugmentedLagrangianKKT() if kkt_solver is None else kkt_solver
-        vdot, lam, ok = solver(mass, jac, force, rhs)
+    vdot, lam, ok, _ = solve_motion(system, t, q, v, baumgarte, kkt_solver=kkt_solver)
     if check:
         vdot = eqx.error_if(vdot, jnp.logical_not(ok), SINGULAR_MASS_MESSAGE)
     else:
