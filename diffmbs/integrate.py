@@ -317,9 +317,11 @@ def _simulate(
     # failure, so the model's equations are traced (and compiled) once, not twice.
     end = jax.lax.stop_gradient((t_end, q_end, v_end))
     rows = jax.tree.map(lambda x, e: jnp.concatenate([x, e[None]]), (ts, q, v), end)
-    evaluated = per_sample(outputs)(*rows)
-    healthy_end = evaluated[3][-1]
-    vdot, lam, sensors, healthy, drifts = jax.tree.map(lambda x: x[:-1], evaluated)
+    vdot, lam, sensors, healthy, drifts = per_sample(outputs)(*rows)
+    healthy_end = healthy[-1]
+    vdot, lam, sensors, healthy, drifts = jax.tree.map(
+        lambda x: x[:-1], (vdot, lam, sensors, healthy, drifts)
+    )
     if not (project and constrained):
         drift, vdrift = jnp.max(drifts, axis=0, initial=0.0)
 
