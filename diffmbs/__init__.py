@@ -45,7 +45,7 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 from diffmbs import contact, srs  # noqa: E402
-from diffmbs.integrate import SimulationError, Solution, simulate  # noqa: E402
+from diffmbs.integrate import SimulationError, Solution, simulate, simulate_batch  # noqa: E402
 from diffmbs.srs import octave_frequencies, shock_response_spectrum  # noqa: E402
 from diffmbs.system import MechanicalSystem  # noqa: E402
 
@@ -58,5 +58,6 @@ __all__ = [
     "octave_frequencies",
     "shock_response_spectrum",
     "simulate",
+    "simulate_batch",
     "srs",
 ]

@@ -36,6 +36,9 @@ accelerations, sensors). With ``throw=True`` (default):
   and read :attr:`Solution.t_reached`, :attr:`Solution.status` and :attr:`Solution.diagnosis`,
   or call :meth:`Solution.message` on concrete values.
 
+Batches: :func:`simulate_batch` integrates many variants (parameters, initial states) as one
+system in lockstep, an alternative to ``jax.vmap(simulate)`` (see its docstring).
+
 NaN never comes back silently with ``throw=True``: a NaN force makes every step crossing it
 rejected, the step size collapses below ``dtmin`` (default ``1e-14 · (t1 − t0)``) and the solve
 stops there with an error; with fixed steps the NaN reaches the saved output and is reported.
@@ -76,6 +79,7 @@ __all__ = [
     "SimulationError",
     "Solution",
     "simulate",
+    "simulate_batch",
 ]
 
 DEFAULT_MAX_STEPS = 200_000
@@ -193,6 +197,23 @@ def _vector_field(t, y, args):
     return system.qdot(q, v), vdot
 
 
+def _batch_vector_field(t, y, args):
+    """:func:`_vector_field` of every variant of a batch: ``y`` leaves ``(batch, ...)``; the
+    system's leaves are batched along ``system_axes`` (a ``vmap`` ``in_axes`` prefix)."""
+    system, baumgarte, kkt_solver, system_axes = args
+    one = lambda system_, y_: _vector_field(t, y_, (system_, baumgarte, kkt_solver))  # noqa: E731
+    return eqx.filter_vmap(one, in_axes=(system_axes, 0))(system, y)
+
+
+def _batch_rms_norm(error: Any) -> Array:
+    """The largest of the variants' RMS norms (leaves ``(batch, ...)``): a lockstep step is
+    accepted only when every variant's error is within its tolerance."""
+    leaves = jax.tree.leaves(error)
+    squares = sum(jnp.sum(x.reshape(x.shape[0], -1) ** 2, axis=1) for x in leaves)
+    size = sum(x[0].size for x in leaves)
+    return jnp.sqrt(jnp.max(squares) / max(size, 1))
+
+
 def _all_finite(tree: Any) -> Array:
     leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
@@ -225,6 +246,45 @@ def _in_chunks(fn: Callable, size: int) -> Callable:
     return mapped
 
 
+class _OutputOptions(eqx.Module):
+    """How :func:`_finish` evaluates the saved samples (see :func:`simulate`)."""
+
+    baumgarte: tuple[ArrayLike, ArrayLike]
+    kkt_solver: AbstractKKTSolver | None
+    project: bool = eqx.field(static=True)
+    projection_iterations: int = eqx.field(static=True)
+    output_chunk: int = eqx.field(static=True)
+
+
+def _integrate(vector_field, args, y0, ts, t0, solver, adjoint, controller, dt0, max_steps):
+    """``(ys, t_end, y_end, result, stats)``: the state at ``ts`` (leaves ``(n_t, ...)``), the
+    last accepted time and state, diffrax's ``RESULTS`` and step statistics."""
+    if isinstance(adjoint, DiscreteAdjoint):
+        params, static = eqx.partition(args, eqx.is_inexact_array)
+        ys, (t_end, y_end, result, stats) = solve_with_discrete_adjoint(
+            (params, y0), static, vector_field, solver, controller, ts, t0, dt0, max_steps,
+            adjoint,
+        )
+        return ys, t_end, y_end, result, stats
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        solver,
+        t0,
+        ts[-1],
+        dt0,
+        y0,
+        args=args,
+        # Two buffers: the samples, and the last accepted state (t1, or where it stopped).
+        saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
+        stepsize_controller=controller,
+        adjoint=adjoint,
+        max_steps=max_steps,
+        throw=False,
+    )
+    ys, y_end = sol.ys
+    return ys, sol.ts[1][-1], jax.tree.map(lambda x: x[-1], y_end), sol.result, sol.stats
+
+
 @eqx.filter_jit
 def _simulate(
     system: MechanicalSystem,
@@ -237,42 +297,50 @@ def _simulate(
     stepsize_controller: diffrax.AbstractStepSizeController,
     dt0: Array | None,
     max_steps: int,
-    baumgarte: tuple[ArrayLike, ArrayLike],
-    kkt_solver: AbstractKKTSolver | None,
-    project: bool,
-    projection_iterations: int,
-    output_chunk: int,
+    options: _OutputOptions,
 ) -> Solution:
-    args = (system, baumgarte, kkt_solver)
-    if isinstance(adjoint, DiscreteAdjoint):
-        params, static = eqx.partition(args, eqx.is_inexact_array)
-        (q, v), (t_end, (q_end, v_end), result, stats) = solve_with_discrete_adjoint(
-            (params, (q0, v0)), static, _vector_field, solver, stepsize_controller, ts, t0,
-            dt0, max_steps, adjoint,
-        )
-    else:
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(_vector_field),
-            solver,
-            t0,
-            ts[-1],
-            dt0,
-            (q0, v0),
-            args=args,
-            # Two buffers: the samples, and the last accepted state (t1, or where it stopped).
-            saveat=diffrax.SaveAt(
-                subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))
-            ),
-            stepsize_controller=stepsize_controller,
-            adjoint=adjoint,
-            max_steps=max_steps,
-            throw=False,
-        )
-        (q, v), (q_end, v_end) = sol.ys
-        t_end, q_end, v_end = sol.ts[1][-1], q_end[-1], v_end[-1]
-        result, stats = sol.result, sol.stats
+    (q, v), t_end, (q_end, v_end), result, stats = _integrate(
+        _vector_field, (system, options.baumgarte, options.kkt_solver), (q0, v0), ts, t0,
+        solver, adjoint, stepsize_controller, dt0, max_steps,
+    )
+    return _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options)
 
-    constrained = n_constraints(system, t0, q0) > 0
+
+@eqx.filter_jit
+def _simulate_batch(
+    system: MechanicalSystem,
+    system_axes: Any,
+    q0: Array,
+    v0: Array,
+    ts: Array,
+    t0: Array,
+    solver: diffrax.AbstractSolver,
+    adjoint: diffrax.AbstractAdjoint,
+    stepsize_controller: diffrax.AbstractStepSizeController,
+    dt0: Array | None,
+    max_steps: int,
+    options: _OutputOptions,
+) -> Solution:
+    args = (system, options.baumgarte, options.kkt_solver, system_axes)
+    (q, v), t_end, (q_end, v_end), result, stats = _integrate(
+        _batch_vector_field, args, (q0, v0), ts, t0, solver, adjoint, stepsize_controller, dt0,
+        max_steps,
+    )
+
+    def finish(system_, q_, v_, q_end_, v_end_):
+        return _finish(system_, ts, q_, v_, t_end, q_end_, v_end_, result, stats, options)
+
+    return eqx.filter_vmap(finish, in_axes=(system_axes, 1, 1, 0, 0))(system, q, v, q_end, v_end)
+
+
+def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> Solution:
+    """The :class:`Solution` of one run from its integrated samples ``q``, ``v`` ``(n_t, ...)``:
+    projection, accelerations, multipliers, sensors, drift and the classification of the
+    outcome."""
+    baumgarte, kkt_solver = options.baumgarte, options.kkt_solver
+    project, output_chunk = options.project, options.output_chunk
+    projection_iterations = options.projection_iterations
+    constrained = n_constraints(system, ts[0], q[0]) > 0
     if project and constrained:
         # drift of the integration itself, before the projection of the outputs
         phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(
@@ -507,38 +575,12 @@ def simulate(
     q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
     t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
     _validate(system, q0, v0, ts, t0)
-    if not isinstance(output_chunk, int) or output_chunk < 1:
-        raise ValueError(f"simulate: output_chunk must be a positive integer, got {output_chunk!r}")
-    if solver is None:
-        solver = diffrax.Tsit5()
-    if adjoint is None:
-        adjoint = _default_adjoint(solver, max_steps, q0.shape[0] + v0.shape[0])
-    elif isinstance(adjoint, DiscreteAdjoint):
-        check_supported(solver)
-    if stepsize_controller is None:
-        # Tolerances as arrays: changing them does not recompile.
-        stepsize_controller = diffrax.PIDController(
-            rtol=jnp.asarray(rtol, ts.dtype),
-            atol=jnp.asarray(atol, ts.dtype),
-            dtmin=DTMIN_FRACTION * (ts[-1] - t0),
-            force_dtmin=False,
-        )
+    solver, adjoint, stepsize_controller, options = _strategies(
+        solver, adjoint, stepsize_controller, rtol, atol, max_steps, baumgarte, kkt_solver,
+        project, projection_iterations, output_chunk, ts, t0, q0.shape[0] + v0.shape[0],
+    )
     sol = _simulate(
-        system,
-        q0,
-        v0,
-        ts,
-        t0,
-        solver,
-        adjoint,
-        stepsize_controller,
-        dt0,
-        max_steps,
-        baumgarte,
-        kkt_solver,
-        project,
-        projection_iterations,
-        output_chunk,
+        system, q0, v0, ts, t0, solver, adjoint, stepsize_controller, dt0, max_steps, options
     )
     if not throw:
         return sol
@@ -548,3 +590,172 @@ def simulate(
     if int(sol.status) != 0:
         raise SimulationError(f"{sol.message()} {_concrete_details(system, sol)}.", sol)
     return sol
+
+
+def _strategies(solver, adjoint, controller, rtol, atol, max_steps, baumgarte, kkt_solver,
+                project, projection_iterations, output_chunk, ts, t0, n_state, norm=None):
+    """The defaults of :func:`simulate`'s strategy arguments, checked; ``norm`` (the error
+    norm of the default controller) is diffrax's RMS norm unless given."""
+    if not isinstance(output_chunk, int) or output_chunk < 1:
+        raise ValueError(f"simulate: output_chunk must be a positive integer, got {output_chunk!r}")
+    if solver is None:
+        solver = diffrax.Tsit5()
+    if adjoint is None:
+        adjoint = _default_adjoint(solver, max_steps, n_state)
+    elif isinstance(adjoint, DiscreteAdjoint):
+        check_supported(solver)
+    if controller is None:
+        # Tolerances as arrays: changing them does not recompile.
+        controller = diffrax.PIDController(
+            rtol=jnp.asarray(rtol, ts.dtype),
+            atol=jnp.asarray(atol, ts.dtype),
+            dtmin=DTMIN_FRACTION * (ts[-1] - t0),
+            force_dtmin=False,
+            **({} if norm is None else {"norm": norm}),
+        )
+    options = _OutputOptions(baumgarte, kkt_solver, project, projection_iterations, output_chunk)
+    return solver, adjoint, controller, options
+
+
+def simulate_batch(
+    system: MechanicalSystem,
+    q0: ArrayLike,
+    v0: ArrayLike,
+    ts: ArrayLike,
+    *,
+    system_axes: Any = None,
+    solver: diffrax.AbstractSolver | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    dt0: float | None = None,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    baumgarte: tuple[ArrayLike, ArrayLike] = DEFAULT_BAUMGARTE,
+    t0: float | None = None,
+    kkt_solver: AbstractKKTSolver | None = None,
+    project: bool = False,
+    projection_iterations: int = 3,
+    output_chunk: int = 8,
+    throw: bool = True,
+) -> Solution:
+    """Simulate a batch of variants in lockstep: one integration of all of them together.
+
+    The variants differ in their parameters, their initial state, or both:
+
+    - ``system``: the model; ``system_axes`` says which of its leaves carry the batch, as
+      ``jax.vmap``'s ``in_axes`` for it (a prefix of its pytree structure): ``None`` (default)
+      shares one model, ``eqx.if_array(0)`` batches every array leaf along axis 0, e.g. a
+      model made by ``eqx.filter_vmap(lambda k: model.with_parameter("spring.stiffness",
+      k))(ks)``;
+    - ``q0`` ``(batch, n_q)`` or ``(n_q,)`` (shared), ``v0`` ``(batch, n_v)`` or ``(n_v,)``.
+
+    Every other argument is :func:`simulate`'s. The variants take the same steps: the error
+    norm of the step-size controller is the largest of the variants' RMS norms, so each
+    variant meets ``rtol``/``atol`` (a given ``diffrax.PIDController`` gets this norm; only it
+    and ``diffrax.ConstantStepSize`` are accepted). The batch therefore takes the steps of
+    its hardest variant at every moment; the others get smaller steps than they need (256
+    variants of a 10-link chain: largest angle error 1.6e-4 rad against 6.9e-4 under
+    ``vmap`` at the same tolerance).
+
+    Against ``jax.vmap(simulate)``: under ``vmap`` the variants also advance together (the
+    loop runs until the slowest is done), but each keeps its own step size, and its
+    per-variant control flow costs a ``select`` over the whole state and the saved samples at
+    every step and every saved sample. Here the saving is one unbatched write. For a
+    256-variant 10-link chain on CPU this was 3–15 % faster; a batch of very different
+    variants (one stiff, the others not) is better served by ``vmap``. Reverse mode works as
+    for :func:`simulate`.
+
+    **Returns** a :class:`Solution` whose every leaf has a leading batch axis, as
+    ``jax.vmap(simulate)`` returns it; ``stats``, ``result`` and, on a solver failure,
+    ``t_reached`` are the batch's, the same for every variant. With ``throw=True`` a failure
+    raises :class:`SimulationError` for the first variant that failed, naming its index.
+    """
+    q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
+    t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
+    size = _batch_size(system, system_axes, q0, v0)
+    q0, v0 = (x if x.ndim == 2 else jnp.broadcast_to(x, (size,) + x.shape) for x in (q0, v0))
+    for k in range(size) if not any(_is_traced(x) for x in (q0, v0)) else ():
+        for name, x in (("q0", q0), ("v0", v0)):
+            if not np.all(np.isfinite(np.asarray(x[k]))):
+                raise ValueError(f"simulate_batch: {name}[{k}] (variant {k}) is not finite")
+    _validate(_variant(system, system_axes, 0), q0[0], v0[0], ts, t0)
+    if isinstance(stepsize_controller, diffrax.PIDController):
+        stepsize_controller = eqx.tree_at(lambda c: c.norm, stepsize_controller, _batch_rms_norm)
+    elif not (
+        stepsize_controller is None
+        or isinstance(stepsize_controller, diffrax.ConstantStepSize)
+    ):
+        raise ValueError(
+            "simulate_batch: stepsize_controller must be a diffrax.PIDController (its error "
+            "norm is replaced) or ConstantStepSize, got "
+            f"{type(stepsize_controller).__name__}"
+        )
+    solver, adjoint, stepsize_controller, options = _strategies(
+        solver, adjoint, stepsize_controller, rtol, atol, max_steps, baumgarte, kkt_solver,
+        project, projection_iterations, output_chunk, ts, t0, size * (q0.shape[1] + v0.shape[1]),
+        norm=_batch_rms_norm,
+    )
+    sol = _simulate_batch(
+        system, system_axes, q0, v0, ts, t0, solver, adjoint, stepsize_controller, dt0,
+        max_steps, options,
+    )
+    if not throw:
+        return sol
+    failed = sol.status != 0
+    # The variants step together, so a solver failure stops all of them; name the variant whose
+    # own samples or last state show the fault, if one does.
+    own = failed & ((sol.status == 4) | (sol.diagnosis != 0))
+    first = jnp.where(jnp.any(own), jnp.argmax(own), jnp.argmax(failed))
+    if _is_traced(sol.status):
+        index = sol.status[first] * len(DIAGNOSES) + sol.diagnosis[first]
+        return eqx.branched_error_if(sol, jnp.any(failed), index, _JIT_MESSAGES)
+    if bool(jnp.any(failed)):
+        k = int(first)
+        one = jax.tree.map(lambda x: x[k], sol)
+        details = _concrete_details(_variant(system, system_axes, k), one)
+        who = (
+            f"variant {k} of {size}"
+            if bool(own[k])
+            else f"the batch of {size} variants (they step together: one variant's failure "
+            "stops all, and no variant's last state shows a fault; run them one by one with "
+            f"simulate to find it; shown: variant {k})"
+        )
+        raise SimulationError(f"{who}: {one.message()} {details}.", one)
+    return sol
+
+
+def _batch_size(system: MechanicalSystem, system_axes: Any, q0: Array, v0: Array) -> int:
+    """The number of variants, checked to agree between ``system``, ``q0`` and ``v0``."""
+    sizes = {}
+    for name, x in (("q0", q0), ("v0", v0)):
+        if x.ndim not in (1, 2):
+            raise ValueError(
+                f"simulate_batch: {name} must be (batch, n) or (n,) (shared), got {x.shape}"
+            )
+        if x.ndim == 2:
+            sizes[name] = x.shape[0]
+    if system_axes is not None:
+        try:
+            shape = jax.eval_shape(
+                eqx.filter_vmap(lambda s: jnp.zeros(()), in_axes=(system_axes,)), system
+            ).shape
+        except ValueError as err:
+            raise ValueError(f"simulate_batch: system_axes do not fit the system: {err}") from err
+        sizes["system"] = shape[0]
+    if not sizes:
+        raise ValueError(
+            "simulate_batch: nothing is batched: give q0/v0 a leading batch axis or "
+            "system_axes (e.g. eqx.if_array(0))"
+        )
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"simulate_batch: the batch sizes disagree: {sizes}")
+    return next(iter(sizes.values()))
+
+
+def _variant(system: MechanicalSystem, system_axes: Any, k: int) -> MechanicalSystem:
+    """Variant ``k`` of a batched ``system`` (``system_axes`` as in :func:`simulate_batch`)."""
+    if system_axes is None:
+        return system
+    stacked = eqx.filter_vmap(lambda s: s, in_axes=(system_axes,))(system)
+    return jax.tree.map(lambda x: x[k] if eqx.is_array(x) else x, stacked)

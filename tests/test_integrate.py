@@ -18,7 +18,7 @@ import scipy.special
 from systems import G, Pendulum
 
 import diffmbs  # noqa: F401  (float64)
-from diffmbs.integrate import DIAGNOSES, SimulationError, Solution, simulate
+from diffmbs.integrate import DIAGNOSES, SimulationError, Solution, simulate, simulate_batch
 from diffmbs.system import MechanicalSystem
 
 # --------------------------------------------------------------------------- models
@@ -110,11 +110,11 @@ def oscillator(k=4e4, c=0.0, m=1.0):
     return Oscillator(jnp.asarray(m), jnp.asarray(k), jnp.asarray(c))
 
 
-def oscillator_closed_form(m, k, c, t):
+def oscillator_closed_form(m, k, c, t, q0=Q0, v0=V0):
     wn = np.sqrt(k / m)
     a = c / (2 * m)
     wd = np.sqrt(wn**2 - a**2)
-    big_a, big_b = Q0, (V0 + a * Q0) / wd
+    big_a, big_b = q0, (v0 + a * q0) / wd
     e, cs, sn = np.exp(-a * t), np.cos(wd * t), np.sin(wd * t)
     q = e * (big_a * cs + big_b * sn)
     v = e * (-a * (big_a * cs + big_b * sn) + wd * (-big_a * sn + big_b * cs))
@@ -173,6 +173,99 @@ def test_vmap_over_stiffness_equals_loop():
     batched = jax.jit(jax.vmap(response))(ks)
     looped = np.stack([response(k) for k in ks])
     np.testing.assert_allclose(batched, looped, rtol=1e-9, atol=1e-13)
+
+
+# --------------------------------------------------------------------------- batches in lockstep
+
+BATCH_TS = jnp.linspace(0.0, 0.1, 2_001)
+BATCH_K = np.array([1e4, 2.5e4, 4e4, 8e4])
+
+
+def oscillators(ks, c):
+    return eqx.filter_vmap(lambda k: oscillator(k, c))(jnp.asarray(ks))
+
+
+@pytest.mark.parametrize("c", [0.0, 20.0], ids=["undamped", "damped"])
+def test_batch_in_lockstep_matches_closed_form_per_variant(c):
+    """Variants with their own stiffness and initial position, one shared initial velocity."""
+    q0s = np.array([[0.01], [-0.02], [0.005], [0.0]])
+    sol = simulate_batch(
+        oscillators(BATCH_K, c), q0s, [V0], BATCH_TS, system_axes=eqx.if_array(0), **TIGHT
+    )
+    t = np.asarray(BATCH_TS)
+    assert sol.q.shape == sol.vdot.shape == (4, t.size, 1)
+    assert np.all(np.asarray(sol.status) == 0)
+    steps = np.asarray(sol.stats["num_steps"])
+    assert np.all(steps == steps[0]), "the variants share their steps"
+    for b, k in enumerate(BATCH_K):
+        q_ref, v_ref = oscillator_closed_form(1.0, k, c, t, q0=q0s[b, 0])
+        for got, ref in ((sol.q[b, :, 0], q_ref), (sol.v[b, :, 0], v_ref)):
+            assert np.max(np.abs(got - ref)) <= 1e-7 * np.max(np.abs(ref)), (b, k)
+        np.testing.assert_allclose(
+            sol.vdot[b, :, 0], -(k * sol.q[b, :, 0] + c * sol.v[b, :, 0]), rtol=1e-12, atol=1e-9
+        )
+        np.testing.assert_allclose(sol.sensors["spring"][b], k * sol.q[b, :, 0])
+
+
+def test_batch_gradient_matches_closed_form():
+    """d q_b(T)/d k_b through the lockstep batch (discrete adjoint), against the derivative of
+    q = q0 cos ωt + v0/ω sin ωt, ω = √(k/m)."""
+    t_end = float(BATCH_TS[-1])
+
+    def loss(ks):
+        sol = simulate_batch(
+            oscillators(ks, 0.0), [Q0], [V0], BATCH_TS, system_axes=eqx.if_array(0), **TIGHT
+        )
+        return jnp.sum(sol.q[:, -1, 0])
+
+    grad = jax.jit(jax.grad(loss))(jnp.asarray(BATCH_K))
+    w = np.sqrt(BATCH_K)
+    dq_dw = (
+        -Q0 * t_end * np.sin(w * t_end)
+        - V0 / w**2 * np.sin(w * t_end)
+        + V0 * t_end / w * np.cos(w * t_end)
+    )
+    np.testing.assert_allclose(grad, dq_dw / (2 * w), rtol=1e-6)
+
+
+def test_batch_errors_name_the_variant_and_argument():
+    ts = jnp.linspace(0.0, 1.0, 11)
+    one = oscillator()
+    with pytest.raises(ValueError, match="batch sizes disagree"):
+        simulate_batch(one, np.zeros((3, 1)), np.zeros((4, 1)), ts)
+    with pytest.raises(ValueError, match="nothing is batched"):
+        simulate_batch(one, [Q0], [V0], ts)
+    with pytest.raises(ValueError, match=r"q0\[1\] \(variant 1\) is not finite"):
+        simulate_batch(one, [[Q0], [np.nan]], [V0], ts)
+    with pytest.raises(ValueError, match="stepsize_controller"):
+        simulate_batch(one, [[Q0]], [V0], ts, stepsize_controller=diffrax.StepTo(ts))
+    poisoned = eqx.filter_vmap(PoisonedAt)(jnp.array([2.0, 0.35, 3.0]))
+    collapsed = r"batch of 3 variants.*step size collapsed.*t = 0\.35"
+    with pytest.raises(SimulationError, match=collapsed):
+        simulate_batch(poisoned, [1.0], [0.0], ts, system_axes=eqx.if_array(0))
+    sol = simulate_batch(poisoned, [1.0], [0.0], ts, system_axes=eqx.if_array(0), throw=False)
+    assert np.all(np.asarray(sol.status) == 2), "the batch stops together"
+    # A fault only one variant's samples show is that variant's.
+    sensing = eqx.filter_vmap(SensorFaultAt)(jnp.array([2.0, 0.35, 3.0]))
+    with pytest.raises(SimulationError, match=r"variant 1 of 3: .*non-finite.*a sensor is non"):
+        simulate_batch(sensing, [1.0], [0.0], ts, system_axes=eqx.if_array(0))
+    sol = simulate_batch(sensing, [1.0], [0.0], ts, system_axes=eqx.if_array(0), throw=False)
+    assert np.asarray(sol.status).tolist() == [0, 4, 0]
+
+
+class SensorFaultAt(MechanicalSystem):
+    """A unit oscillator whose sensor turns NaN after t_bad (the motion stays finite)."""
+
+    t_bad: jax.Array
+
+    def mass(self, q):
+        return jnp.eye(1)
+
+    def forces(self, t, q, v):
+        return -q
+
+    def sensors(self, t, q, v, vdot):
+        return {"x": jnp.where(t > self.t_bad, jnp.nan, q[0])}
 
 
 def test_output_chunk_does_not_change_outputs():
