@@ -675,10 +675,10 @@ def simulate_batch(
     t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
     size = _batch_size(system, system_axes, q0, v0)
     q0, v0 = (x if x.ndim == 2 else jnp.broadcast_to(x, (size,) + x.shape) for x in (q0, v0))
-    for k in range(size) if not any(_is_traced(x) for x in (q0, v0)) else ():
-        for name, x in (("q0", q0), ("v0", v0)):
-            if not np.all(np.isfinite(np.asarray(x[k]))):
-                raise ValueError(f"simulate_batch: {name}[{k}] (variant {k}) is not finite")
+    for name, x in (("q0", q0), ("v0", v0)):
+        bad = () if _is_traced(x) else np.flatnonzero(~np.isfinite(np.asarray(x)).all(axis=1))
+        if len(bad):
+            raise ValueError(f"simulate_batch: {name}[{bad[0]}] (variant {bad[0]}) is not finite")
     _validate(_variant(system, system_axes, 0), q0[0], v0[0], ts, t0)
     if isinstance(stepsize_controller, diffrax.PIDController):
         stepsize_controller = eqx.tree_at(lambda c: c.norm, stepsize_controller, _batch_rms_norm)
