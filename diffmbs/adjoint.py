@@ -236,12 +236,17 @@ def solve_with_discrete_adjoint(
     the last accepted time and state, diffrax's ``RESULTS`` and step statistics (no gradient).
     """
     del adjoint
-    out, _ = _forward(dynamic, static, vector_field, solver, stepsize_controller, ts, t0, dt0,
+    out, _ = forward_solve(dynamic, static, vector_field, solver, stepsize_controller, ts, t0, dt0,
                       max_steps, store=None)
     return out
 
 
-def _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps, store):
+def forward_solve(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
+                  store, adjoint=None):
+    """The diffrax solve behind :func:`solve_with_discrete_adjoint` (and :func:`simulate`'s
+    other adjoints, passed as ``adjoint``; default: not differentiated here). Returns
+    ``((ys, (t_end, y_end, result, stats)), residuals)``, ``residuals`` for the backward pass
+    when ``store`` is ``"steps"`` or ``"dense"``, else ``None``."""
     params, y0 = dynamic
     args = eqx.combine(params, static)
     sol = diffrax.diffeqsolve(
@@ -254,7 +259,7 @@ def _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max
         args=args,
         saveat=_save_at(ts, store),
         stepsize_controller=controller,
-        adjoint=diffrax.RecursiveCheckpointAdjoint(),  # not differentiated here
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
         max_steps=max_steps,
         throw=False,
     )
@@ -277,7 +282,7 @@ def _fwd(perturbed, dynamic, static, vector_field, solver, controller, ts, t0, d
     path = adjoint.backward_path(
         vector_field, solver, t0, y0, eqx.combine(params, static), max_steps
     )
-    return _forward(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
+    return forward_solve(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
                     store="dense" if path == "stored stages" else "steps")
 
 

@@ -57,7 +57,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from diffmbs.adjoint import DiscreteAdjoint, check_supported, solve_with_discrete_adjoint
+from diffmbs.adjoint import (
+    DiscreteAdjoint,
+    check_supported,
+    forward_solve,
+    solve_with_discrete_adjoint,
+)
 from diffmbs.system import (
     DEFAULT_BAUMGARTE,
     AbstractKKTSolver,
@@ -259,30 +264,18 @@ class _OutputOptions(eqx.Module):
 def _integrate(vector_field, args, y0, ts, t0, solver, adjoint, controller, dt0, max_steps):
     """``(ys, t_end, y_end, result, stats)``: the state at ``ts`` (leaves ``(n_t, ...)``), the
     last accepted time and state, diffrax's ``RESULTS`` and step statistics."""
+    params, static = eqx.partition(args, eqx.is_inexact_array)
+    dynamic = (params, y0)
     if isinstance(adjoint, DiscreteAdjoint):
-        params, static = eqx.partition(args, eqx.is_inexact_array)
-        ys, (t_end, y_end, result, stats) = solve_with_discrete_adjoint(
-            (params, y0), static, vector_field, solver, controller, ts, t0, dt0, max_steps,
-            adjoint,
+        ys, end = solve_with_discrete_adjoint(
+            dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps, adjoint
         )
-        return ys, t_end, y_end, result, stats
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(vector_field),
-        solver,
-        t0,
-        ts[-1],
-        dt0,
-        y0,
-        args=args,
-        # Two buffers: the samples, and the last accepted state (t1, or where it stopped).
-        saveat=diffrax.SaveAt(subs=(diffrax.SubSaveAt(ts=ts), diffrax.SubSaveAt(t1=True))),
-        stepsize_controller=controller,
-        adjoint=adjoint,
-        max_steps=max_steps,
-        throw=False,
-    )
-    ys, y_end = sol.ys
-    return ys, sol.ts[1][-1], jax.tree.map(lambda x: x[-1], y_end), sol.result, sol.stats
+    else:
+        (ys, end), _ = forward_solve(
+            dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
+            store=None, adjoint=adjoint,
+        )
+    return ys, *end
 
 
 @eqx.filter_jit
