@@ -236,8 +236,10 @@ def solve_with_discrete_adjoint(
     the last accepted time and state, diffrax's ``RESULTS`` and step statistics (no gradient).
     """
     del adjoint
-    out, _ = forward_solve(dynamic, static, vector_field, solver, stepsize_controller, ts, t0, dt0,
-                      max_steps, store=None)
+    out, _ = forward_solve(
+        dynamic, static, vector_field, solver, stepsize_controller, ts, t0, dt0, max_steps,
+        store=None,
+    )
     return out
 
 
@@ -282,8 +284,10 @@ def _fwd(perturbed, dynamic, static, vector_field, solver, controller, ts, t0, d
     path = adjoint.backward_path(
         vector_field, solver, t0, y0, eqx.combine(params, static), max_steps
     )
-    return forward_solve(dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
-                    store="dense" if path == "stored stages" else "steps")
+    store = "dense" if path == "stored stages" else "steps"
+    return forward_solve(
+        dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps, store
+    )
 
 
 def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
