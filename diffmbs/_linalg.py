@@ -30,7 +30,7 @@ import jax.scipy.linalg as jsl
 from jax.custom_batching import custom_vmap
 from jaxtyping import Array
 
-__all__ = ["cholesky_factor", "spd_solve"]
+__all__ = ["cholesky_factor", "matvec", "spd_solve", "tmatvec"]
 
 
 UNROLL_MAX = 8
@@ -113,6 +113,19 @@ def _cho_solve_rule(axis_size, in_batched, low, b):
     return jnp.moveaxis(x, -1, 0), True
 
 
+def matvec(m: Array, x: Array) -> Array:
+    """``m x`` as an elementwise product and a sum over the last axis; broadcasts
+    (``m`` ``(..., r, c)``, ``x`` ``(..., c)``). Why not ``@``: XLA on CPU runs every ``dot``
+    as a separate library call, while this fuses with its neighbours — for the small matrices
+    of one model evaluation (and the many more of its ``vjp``) that halves their cost."""
+    return jnp.sum(m * x[..., None, :], axis=-1)
+
+
+def tmatvec(m: Array, x: Array) -> Array:
+    """``mᵀ x`` like :func:`matvec` (``m`` ``(..., r, c)``, ``x`` ``(..., r)``)."""
+    return jnp.sum(m * x[..., :, None], axis=-2)
+
+
 def cholesky_factor(a: Array) -> Array:
     """Lower Cholesky factor of the symmetric matrix ``a`` ``(n, n)``, carrying no gradient
     (NaN entries where ``a`` is not positive definite, as LAPACK reports it)."""
@@ -127,5 +140,5 @@ def spd_solve(a: Array, b: Array, low: Array | None = None) -> Array:
     """
     low = cholesky_factor(a) if low is None else jax.lax.stop_gradient(low)
     return jax.lax.custom_linear_solve(
-        lambda x: a @ x, b, solve=lambda _, r: _cho_solve(low, r), symmetric=True
+        lambda x: matvec(a, x), b, solve=lambda _, r: _cho_solve(low, r), symmetric=True
     )

@@ -71,7 +71,7 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, ArrayLike
 
-from diffmbs._linalg import cholesky_factor, spd_solve
+from diffmbs._linalg import cholesky_factor, matvec, spd_solve, tmatvec
 
 __all__ = [
     "DEFAULT_BAUMGARTE",
@@ -359,10 +359,10 @@ class AugmentedLagrangianKKT(AbstractKKTSolver):
         for _ in range(self.iterations):
             # Defect-correction form of A z' = Q − Φᵀλ + ρ Φᵀ c: solve for the correction from
             # the current residuals, so round-off scales with the correction, not with ρ.
-            r_force = f_t - m_t @ z - j_t.T @ lam
-            r_con = c_t - j_t @ z
-            z = z + spd_solve(a, r_force + rho * (j_t.T @ r_con), low)
-            lam = lam + rho * (j_t @ z - c_t)
+            r_force = f_t - matvec(m_t, z) - tmatvec(j_t, lam)
+            r_con = c_t - matvec(j_t, z)
+            z = z + spd_solve(a, r_force + rho * tmatvec(j_t, r_con), low)
+            lam = lam + rho * (matvec(j_t, z) - c_t)
         return s_v * z, s_c * lam, ok
 
 

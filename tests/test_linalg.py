@@ -1,7 +1,7 @@
 """diffmbs._linalg: SPD solves that vmap without batched LAPACK calls on CPU.
 
-References: NumPy's solve, central finite differences of NumPy's solve, and the structure of
-the traced program (no LAPACK call sees a batched matrix).
+References: NumPy's products and solve, central finite differences of NumPy's solve, and the
+structure of the traced program (no LAPACK call sees a batched matrix).
 """
 
 import jax
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import diffmbs  # noqa: F401  (float64)
-from diffmbs._linalg import UNROLL_MAX, cholesky_factor, spd_solve
+from diffmbs._linalg import UNROLL_MAX, cholesky_factor, matvec, spd_solve, tmatvec
 
 RNG = np.random.default_rng(3)
 N = 5
@@ -134,3 +134,11 @@ def test_written_out_cholesky_reports_an_indefinite_matrix_as_nan():
     a = jnp.asarray([[[1.0, 2.0], [2.0, 1.0]], [[2.0, 0.0], [0.0, 3.0]]])  # indefinite, SPD
     low = np.asarray(jax.vmap(cholesky_factor)(a))
     assert np.isnan(low[0, 1, 1]) and np.all(np.isfinite(low[1]))
+
+
+def test_elementwise_products_match_numpy_with_broadcasting():
+    m = RNG.standard_normal((4, 3, 5))  # a stack of 3 × 5 matrices
+    x, y = RNG.standard_normal((2, 1, 5)), RNG.standard_normal((3,))
+    expected = np.einsum("kij,pj->pki", m, x[:, 0])  # (2, 4, 3)
+    np.testing.assert_allclose(matvec(m, x), expected, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(tmatvec(m, y), np.einsum("kij,i->kj", m, y), rtol=1e-14, atol=1e-14)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs._linalg import matvec
 from diffmbs.rotations import frame_from_axes, quat_derivative, quat_to_matrix
 
 __all__ = ["GROUND", "BodyKinematics", "BodyStack", "Frame", "RigidBody"]
@@ -37,16 +38,6 @@ def dot(a: Array, b: Array) -> Array:
     """``a · b`` over the last axis, written elementwise: XLA fuses it (a tiny ``dot_general``
     would be a separate kernel, and dozens of them dominate compile time)."""
     return jnp.sum(a * b, axis=-1)
-
-
-def matvec(m: Array, x: Array) -> Array:
-    """``m x`` for small matrices, elementwise (see :func:`dot`); broadcasts."""
-    return jnp.sum(m * x[..., None, :], axis=-1)
-
-
-def tmatvec(m: Array, x: Array) -> Array:
-    """``mᵀ x`` for small matrices, elementwise; broadcasts."""
-    return jnp.sum(m * x[..., :, None], axis=-2)
 
 
 # --------------------------------------------------------------------------- converters

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from diffmbs._linalg import matvec
 from diffmbs.contact import hunt_crossley_force
 from diffmbs.multibody._bodies import (
     BodyKinematics,
@@ -35,7 +36,6 @@ from diffmbs.multibody._bodies import (
     as_vector3,
     concrete_or_none,
     dot,
-    matvec,
 )
 from diffmbs.multibody._forces import (
     AbstractForceElement,

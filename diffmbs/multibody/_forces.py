@@ -22,6 +22,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from diffmbs._linalg import matvec, tmatvec
 from diffmbs.contact import hunt_crossley_force
 from diffmbs.multibody._bodies import (
     BodyKinematics,
@@ -30,8 +31,6 @@ from diffmbs.multibody._bodies import (
     as_frame,
     as_vector3,
     dot,
-    matvec,
-    tmatvec,
 )
 from diffmbs.multibody._joints import AbstractJoint
 from diffmbs.rotations import safe_norm, unskew

@@ -34,6 +34,7 @@ import lineax as lx
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs._linalg import matvec, tmatvec
 from diffmbs.multibody import _modal
 from diffmbs.multibody._bodies import (
     GROUND,
@@ -41,8 +42,6 @@ from diffmbs.multibody._bodies import (
     BodyStack,
     RigidBody,
     as_vector3,
-    matvec,
-    tmatvec,
 )
 from diffmbs.multibody._forces import AbstractForceElement
 from diffmbs.multibody._joints import AbstractJoint

@@ -46,8 +46,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from diffmbs._linalg import spd_solve
-from diffmbs.multibody._bodies import BodyKinematics, matvec, tmatvec
+from diffmbs._linalg import matvec, spd_solve, tmatvec
+from diffmbs.multibody._bodies import BodyKinematics
 from diffmbs.multibody._model import ElementGroup, ModelError, MultibodyModel
 from diffmbs.rotations import (
     matrix_to_quat,
@@ -172,11 +172,13 @@ def _joint_transform(reverse_all: bool, joint, frames, flip, coordinates):
 
     def chain(a, m, b):
         (ra, ta), (rm, tm), (rb, tb) = a, m, b
-        r = ra @ rm @ rb.T
-        return r, ta + ra @ tm - r @ tb
+        r = _matmul(_matmul(ra, rm), jnp.swapaxes(rb, -1, -2))
+        return r, ta + matvec(ra, tm) - matvec(r, tb)
 
     forward = lambda: chain((r_i, t_i), motion, (r_j, t_j))  # noqa: E731
-    backward = lambda: chain((r_j, t_j), (motion[0].T, -motion[0].T @ motion[1]), (r_i, t_i))  # noqa: E731
+    backward = lambda: chain(  # noqa: E731
+        (r_j, t_j), (jnp.swapaxes(motion[0], -1, -2), -tmatvec(motion[0], motion[1])), (r_i, t_i)
+    )
     if flip is None:
         return backward() if reverse_all else forward()
     return jax.tree.map(lambda b, f: jnp.where(flip, b, f), backward(), forward())
@@ -445,7 +447,7 @@ class JointCoordinateModel(MechanicalSystem):
                     (r, t), (dr, dt) = jax.jvp(
                         lambda c__: local(*member, c__), (c_,), (rate(element, c_, w_),)
                     )
-                    omega = unskew(dr @ r.T)
+                    omega = unskew(_matmul(dr, jnp.swapaxes(r, -1, -2)))
                     return jnp.concatenate([omega, dt - jnp.cross(omega, t)])
 
                 units = jax.jacfwd(lambda w_: twist(c, w_))(jnp.zeros(nv, c.dtype)).T
