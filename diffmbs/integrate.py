@@ -90,7 +90,11 @@ __all__ = [
 DEFAULT_MAX_STEPS = 200_000
 """Default step budget. It also sizes the reverse-mode memory: the step store of
 :class:`~diffmbs.adjoint.DiscreteAdjoint` (``max_steps × n_state`` floats), or the checkpoints
-of ``RecursiveCheckpointAdjoint`` (``≈ √(2 · max_steps)`` copies of the solver state)."""
+of ``RecursiveCheckpointAdjoint`` (``≈ √(2 · max_steps)`` copies of the solver state). Every
+gradient call allocates and fills that store, however few steps the run takes: a 30-link chain
+in joint coordinates (60 states, 52 steps) took 95 ms per gradient at this default and 44 ms at
+``max_steps=1024``. For repeated gradients (fits, sweeps) set ``max_steps`` to a few times the
+steps a run takes (``Solution.stats["num_steps"]``)."""
 
 DISCRETE_ADJOINT_MAX_FLOATS = 2**25
 """Largest step store (``max_steps × n_state`` floats, 256 MiB in float64) for which
@@ -547,7 +551,9 @@ def simulate(
       force_dtmin=False)``; ``rtol``/``atol`` (relative / absolute, on ``q`` and ``v`` alike)
       are ignored when a controller is given.
     - ``dt0`` s: initial step; ``None`` lets the controller choose.
-    - ``max_steps``: step budget (static).
+    - ``max_steps``: step budget (static). Reverse mode stores up to this many steps and
+      fills the store on every call: for repeated gradients set it to a few times the steps a
+      run takes (see :data:`DEFAULT_MAX_STEPS`).
     - ``baumgarte``: ``(α, β)`` in 1/s, see :func:`diffmbs.system.accelerations`.
     - ``t0`` s: start time, default ``ts[0]``.
     - ``kkt_solver``: strategy for constrained systems, default
