@@ -27,7 +27,9 @@ Regularisation (see DESIGN.md, "Contact and gradients")
 * **No tensile (sticky) force.** For fast separation, δ̇ < −1/χ, the factor (1 + χ δ̇) would
   turn negative and the contact would pull. It is clamped with ``max(1 + χ δ̇, 0)``: the force is
   continuous (it is zero at the clamp), only its derivative in δ̇ has a kink there, and the
-  gradient is finite everywhere (JAX splits it evenly at the tie). A smooth clamp was not chosen
+  gradient is finite everywhere (at the tie it is the unclamped side's; the clamp is
+  :func:`diffmbs.selection.maximum`, whose tangent does not depend on bit equality). A smooth
+  clamp was not chosen
   because it would either add force where the law gives none or change the law near
   δ̇ = −1/χ; a free impact never reaches the clamp (the separation speed tends to 1/χ at most).
   Hence F ≥ 0 always.
@@ -60,6 +62,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jaxtyping import Array, ArrayLike
+
+from diffmbs import selection
 
 __all__ = [
     "DAMPING_LAWS",
@@ -95,8 +99,8 @@ def _as_float(value: ArrayLike) -> Array:
 
 def _log_softplus(z: Array) -> Array:
     """ln(ln(1 + e^z)), exact to round-off for every finite z, with finite gradients."""
-    z_lo = jnp.minimum(z, _LOG_SOFTPLUS_SWITCH)
-    z_hi = jnp.maximum(z, _LOG_SOFTPLUS_SWITCH)  # softplus(z_hi) >= 2e-9: its log is safe
+    z_lo = selection.minimum(z, _LOG_SOFTPLUS_SWITCH)
+    z_hi = selection.maximum(z, _LOG_SOFTPLUS_SWITCH)  # softplus(z_hi) >= 2e-9: its log is safe
     low = z_lo - 0.5 * jnp.exp(z_lo)
     high = jnp.log(jnp.logaddexp(z_hi, 0.0))
     return jnp.where(z < _LOG_SOFTPLUS_SWITCH, low, high)
@@ -159,7 +163,7 @@ def hunt_crossley_force(
     exponent = _as_float(exponent)
     smoothing = _as_float(smoothing)
     elastic = stiffness * _smooth_power(delta, exponent, smoothing)
-    dissipative = jnp.maximum(1.0 + damping * rate, 0.0)
+    dissipative = selection.maximum(1.0 + damping * rate, 0.0)
     return elastic * dissipative
 
 
@@ -308,7 +312,7 @@ def _x_of_s(s: Array, e: Array) -> Array:
 
 def _h_forward(s: Array, e: Array) -> Array:
     phi1, rho, x = _phi1(s), _rho(s), _x_of_s(s, e)
-    s_lo = jnp.minimum(s, 0.5)
+    s_lo = selection.minimum(s, 0.5)  # differentiated: the Newton steps use dH/ds
     near = (
         (1.0 - e) * (1.0 + e) * rho
         + phi1**2 * x * _r1(x)
@@ -339,6 +343,7 @@ def _bracketed_newton(fun, lo: Array, hi: Array, guess: Array) -> Array:
         # Newton step can land an ulp outside the bracket: clip such steps instead of bisecting.
         slack = 8.0 * jnp.finfo(s.dtype).eps * (jnp.abs(s) + jnp.abs(step))
         ok = (newton >= lo - slack) & (newton <= hi + slack) & jnp.isfinite(newton)
+        # Not differentiated (the roots are custom_jvp primals): jnp.clip is safe here.
         s_new = jnp.where(ok, jnp.clip(newton, lo, hi), 0.5 * (lo + hi))
         return lo, hi, s_new
 
@@ -349,6 +354,7 @@ def _bracketed_newton(fun, lo: Array, hi: Array, guess: Array) -> Array:
 def _exact_x_scalar(e: Array) -> Array:
     # Initial guess: the e → 1 expansion x ≈ 3(1−e²)/(2(1+e³)) mapped to s, blended with the
     # e → 0 asymptote s ≈ 1 + 1/e − ln(1 + 1/e); both lie inside the bracket.
+    # (The guess, like the whole solve, is _exact_x's primal: jnp.minimum is not differentiated.)
     x_near1 = 3.0 * (1.0 - e**2) / (2.0 * (1.0 + e**3))
     s_near1 = -jnp.log1p(-jnp.minimum(e * x_near1, 0.5))
     s_near0 = 1.0 + 1.0 / e - jnp.log1p(1.0 / e)
@@ -401,7 +407,7 @@ def _exact_e_scalar(x: Array) -> Array:
     guess = jnp.where(w < 1.0, jnp.sqrt(2.0) * w, 1.0 + w**2)
     s = _bracketed_newton(lambda s: _h_inverse(s, w), jnp.zeros_like(x), hi, guess)
     e = -jnp.expm1(-s) / x_pos
-    return jnp.where(x > 0, jnp.minimum(e, 1.0), 1.0)
+    return jnp.where(x > 0, jnp.minimum(e, 1.0), 1.0)  # _exact_e's primal: not differentiated
 
 
 @jax.jit

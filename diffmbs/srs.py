@@ -46,6 +46,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from diffmbs import selection
+
 __all__ = [
     "KINDS",
     "RampInvariantSDOF",
@@ -372,7 +374,7 @@ def _peak_scan(u, bank: _FilterBank, reducer: str, primary: bool, track: bool = 
                 better = v > peak
                 index = jnp.where(better, k, index)
                 slope = jnp.where(better, _slope(y, reducer), slope)
-            peak = jnp.maximum(peak, v)
+            peak = jnp.maximum(peak, v)  # value only: _exact_peaks's JVP reads the tracked index
         return (b1 * u_k - a1 * y + s2, b2 * u_k - a2 * y, peak, index, slope), None
 
     init = (zero, zero, jnp.full_like(b0, -jnp.inf), jnp.zeros(b0.shape, jnp.int32), zero)
@@ -392,7 +394,7 @@ def _exact_peaks(u, bank: _FilterBank, dt: float, reducer: str, primary: bool, r
     Tangents of ``bank`` (the analysis settings, which are static) are ignored.
     """
     s1, s2, peak, _, _ = _peak_scan(u, bank, reducer, primary)
-    if residual:
+    if residual:  # the primal of a custom_jvp: jnp.maximum and .max are not differentiated here
         peak = jnp.maximum(peak, _residual_candidates(bank, s1, s2, dt, reducer).max(axis=0))
     return peak
 
@@ -422,7 +424,7 @@ def _exact_peaks_jvp(dt, reducer, primary, residual, primals, tangents):
         candidates, candidates_dot = jax.jvp(
             lambda s1, s2: _residual_candidates(bank, s1, s2, dt, reducer), (s1, s2), (t1, t2)
         )
-        best = candidates.max(axis=0)
+        best = candidates.max(axis=0)  # values only: the tangent is selected by won_primary/argmax
         won_primary = (peak >= best) if primary else jnp.zeros(peak.shape, bool)
         weight = jax.nn.one_hot(candidates.argmax(axis=0), 3, axis=0) * ~won_primary
         peak_dot = jnp.where(won_primary, peak_dot, 0.0) + (weight * candidates_dot).sum(axis=0)
@@ -460,7 +462,7 @@ def _spectrum(records, dt: float, freqs, damping: float, kind: str, smooth):
         # Log-sum-exp over every sample with temperature smooth·peak. Log-sum-exp is invariant
         # to the shift, so the shift carries no gradient; the temperature does.
         shift = jax.lax.stop_gradient(peaks)
-        scale = smooth * jnp.maximum(peaks, jnp.finfo(peaks.dtype).tiny)
+        scale = smooth * selection.maximum(peaks, jnp.finfo(peaks.dtype).tiny)
         sums = jax.vmap(
             lambda u, p, s: _soft_peak_sums(u, bank, dt, reducer, primary, residual, p, s)
         )(records, shift, scale)

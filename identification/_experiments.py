@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs import selection
 from diffmbs.integrate import simulate
 from diffmbs.srs import KINDS, shock_response_spectrum
 
@@ -58,7 +59,7 @@ of zero or of a negative number never makes a NaN or an infinite residual."""
 
 def _db_residuals(sim: Array, meas: Array, weights: Array) -> Array:
     """``w · 20 log10(max(sim, floor·meas) / meas)``; NaN in ``sim`` propagates (failed run)."""
-    ratio = jnp.maximum(sim, DB_FLOOR * meas) / meas
+    ratio = selection.maximum(sim, DB_FLOOR * meas) / meas
     return weights * 20.0 * jnp.log10(ratio)
 
 

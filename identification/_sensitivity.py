@@ -27,6 +27,7 @@ from jaxtyping import Array, ArrayLike
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from diffmbs import selection
 from diffmbs.io import atomic_write, write_csv_atomic
 from identification._problem import Problem
 
@@ -43,7 +44,7 @@ def _jacobians(problem: Problem, values: Array) -> dict[str, Array]:
             model = problem.space.apply(e.model, values * jnp.exp(s), e.name)
             pred = e.predict(model)
             if e.in_db:
-                return 20.0 * jnp.log10(jnp.maximum(pred, jnp.finfo(pred.dtype).tiny))
+                return 20.0 * jnp.log10(selection.maximum(pred, jnp.finfo(pred.dtype).tiny))
             return pred
 
         s0 = jnp.zeros_like(values)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs import selection
 from diffmbs.flex._fe import COMPONENTS, FEModel, FlexDataError
 from diffmbs.flex._ffr import NodeModes
 from diffmbs.flex._invariants import FFRInvariants, ffr_invariants
@@ -111,7 +112,7 @@ class ModalData(eqx.Module):
     def frequencies_hz(self) -> Array:
         """``√(K_kk / M_kk) / 2π`` per mode (Hz; exact natural frequencies when orthonormal)."""
         omega2 = jnp.diagonal(self.modal_stiffness) / jnp.diagonal(self.modal_mass)
-        return jnp.sqrt(jnp.maximum(omega2, 0.0)) / (2 * jnp.pi)
+        return jnp.sqrt(selection.maximum(omega2, 0.0)) / (2 * jnp.pi)
 
     def node_index(self, node_id: int) -> int:
         """Row of the node labelled ``node_id`` in the source model."""

@@ -40,6 +40,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 from jaxtyping import Array
 
+from diffmbs import selection
 from diffmbs.flex._fe import FEModel, FlexDataError, rigid_body_modes
 
 __all__ = [
@@ -71,7 +72,7 @@ def _concrete(*arrays) -> bool:
 
 def _fix_signs(phi: Array) -> Array:
     """Make the largest-magnitude entry of each column positive (first of near-ties)."""
-    mag = jnp.abs(phi)
+    mag = jnp.abs(phi)  # jnp.max only picks an index here: argmax and the sign carry no tangent
     first = jnp.argmax(mag >= (1 - 1e-6) * jnp.max(mag, axis=0), axis=0)
     sign = jnp.sign(phi[first, jnp.arange(phi.shape[1])])
     return phi * jax.lax.stop_gradient(jnp.where(sign == 0, 1.0, sign))
@@ -152,7 +153,7 @@ class ModalBasis(eqx.Module):
         """``√(K_kk / M_kk) / 2π`` per shape (Hz): the natural frequency of an orthonormal
         mode or a fixed-interface mode; NaN for a static constraint mode."""
         omega2 = jnp.diagonal(self.stiffness) / jnp.diagonal(self.mass)
-        f = jnp.sqrt(jnp.maximum(omega2, 0.0)) / (2 * jnp.pi)
+        f = jnp.sqrt(selection.maximum(omega2, 0.0)) / (2 * jnp.pi)
         constraint = np.array([k == "constraint" for k in self.kinds], dtype=bool)
         return jnp.where(constraint, jnp.nan, f)
 

@@ -30,6 +30,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from diffmbs import selection
+
 __all__ = [
     "AbstractSection",
     "ChannelSection",
@@ -140,7 +142,8 @@ class RectangularSection(AbstractSection):
     def properties(self) -> SectionProperties:
         b, h = self.width, self.height
         area = b * h
-        long, short = jnp.maximum(b, h), jnp.minimum(b, h)
+        # selection's pair takes (ḃ, ḣ) or (ḣ, ḃ), never ḃ twice, even at b = h
+        long, short = selection.maximum(b, h), selection.minimum(b, h)
         n = jnp.arange(1, 21, 2, dtype=area.dtype)
         series = jnp.sum(jnp.tanh(n * jnp.pi * long / (2 * short)) / n**5)
         torsion = long * short**3 / 3 * (1 - 192 / jnp.pi**5 * short / long * series)
@@ -186,7 +189,7 @@ class ISection(AbstractSection):
             + hw * tw**3 / 3
             + 2 * (tw / tf) * (0.145 + 0.1 * r / tf) * dd**4
         )
-        avz = jnp.maximum(area - 2 * b * tf + (tw + 2 * r) * tf, hw * tw)
+        avz = selection.maximum(area - 2 * b * tf + (tw + 2 * r) * tf, hw * tw)
         return SectionProperties(area, iy, iz, torsion, 5 / 6 * 2 * b * tf, avz)
 
     def outline(self) -> Array:
