@@ -44,18 +44,27 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-from diffmbs import contact, srs  # noqa: E402
+from diffmbs import contact, selection, srs  # noqa: E402
+from diffmbs.derivatives import (  # noqa: E402
+    DerivativeCheckError,
+    DerivativeReport,
+    check_derivatives,
+)
 from diffmbs.integrate import SimulationError, Solution, simulate, simulate_batch  # noqa: E402
 from diffmbs.srs import octave_frequencies, shock_response_spectrum  # noqa: E402
 from diffmbs.system import MechanicalSystem  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
+    "DerivativeCheckError",
+    "DerivativeReport",
     "MechanicalSystem",
     "SimulationError",
     "Solution",
+    "check_derivatives",
     "contact",
     "octave_frequencies",
+    "selection",
     "shock_response_spectrum",
     "simulate",
     "simulate_batch",

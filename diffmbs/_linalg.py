@@ -30,7 +30,7 @@ import jax.scipy.linalg as jsl
 from jax.custom_batching import custom_vmap
 from jaxtyping import Array
 
-__all__ = ["cholesky_factor", "matvec", "spd_solve", "tmatvec"]
+__all__ = ["cho_solve", "cholesky_factor", "matvec", "spd_solve", "svd_factor", "tmatvec"]
 
 
 UNROLL_MAX = 8
@@ -77,7 +77,8 @@ def _map_rule(fn: Callable[..., Array], wrapped: Callable[..., Array], unrolled=
     def rule(axis_size, in_batched, *args):
         in_axes = tuple(0 if b else None for b in in_batched)
         if jax.default_backend() != "cpu":
-            return jax.vmap(fn, in_axes=in_axes)(*args), True
+            out = jax.vmap(fn, in_axes=in_axes)(*args)
+            return out, jax.tree.map(lambda _: True, out)
         if unrolled is not None and args[0].shape[-1] <= UNROLL_MAX:
             return jax.vmap(unrolled, in_axes=in_axes)(*args), True
         batched = tuple(a for a, b in zip(args, in_batched, strict=True) if b)
@@ -87,7 +88,8 @@ def _map_rule(fn: Callable[..., Array], wrapped: Callable[..., Array], unrolled=
             # `wrapped`, not `fn`: an enclosing vmap of this map is caught by the rule again.
             return wrapped(*(next(it) if b else a for a, b in zip(args, in_batched, strict=True)))
 
-        return jax.lax.map(one, batched), True
+        out = jax.lax.map(one, batched)
+        return out, jax.tree.map(lambda _: True, out)
 
     return rule
 
@@ -111,6 +113,26 @@ def _cho_solve_rule(axis_size, in_batched, low, b):
     cols = jnp.moveaxis(b, 0, -1)
     x = _cho_solve(low, cols.reshape(cols.shape[0], -1)).reshape(cols.shape)
     return jnp.moveaxis(x, -1, 0), True
+
+
+def _svd_impl(a: Array) -> tuple[Array, Array, Array]:
+    return tuple(jnp.linalg.svd(a, full_matrices=True))
+
+
+_svd = custom_vmap(_svd_impl)
+_svd.def_vmap(_map_rule(_svd_impl, _svd))
+
+
+def svd_factor(a: Array) -> tuple[Array, Array, Array]:
+    """Full SVD ``(u (m, m), s (min(m, n),), vt (n, n))`` of ``a`` ``(m, n)``, carrying no
+    gradient (the solves built on it are differentiated implicitly, as :func:`spd_solve`)."""
+    return _svd(jax.lax.stop_gradient(a))
+
+
+def cho_solve(low: Array, b: Array) -> Array:
+    """``(L Lᵀ)⁻¹ b`` for a factor ``low`` from :func:`cholesky_factor` and ``b`` ``(n,)``; no
+    implicit derivative (use :func:`spd_solve` where ``a`` carries tangents)."""
+    return _cho_solve(jax.lax.stop_gradient(low), b)
 
 
 def matvec(m: Array, x: Array) -> Array:

@@ -139,7 +139,7 @@ def _butcher(tableau) -> tuple[int, Array, Array]:
         a[i + 1, : i + 1] = row
     return n_stages, jnp.asarray(a), jnp.asarray(np.concatenate([[tableau.c1], tableau.c]))
 
-def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
+def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args, projection=None):
     """One explicit Runge–Kutta step from the Butcher tableau. Returns ``(y_stop, dense)`` with
     diffrax's dense information ``dict(y0, y1, k)``, ``k`` the stage increments ``h·f_i``
     stacked on a leading axis. The stages are a ``lax.scan``, so the vector field is traced
@@ -158,12 +158,14 @@ def _explicit_rk_step(tableau, vector_field, t_start, t_stop, y_start, args):
     ks = jtu.tree_map(lambda y: jnp.zeros((n_stages,) + y.shape, y.dtype), y_start)
     ks, _ = jax.lax.scan(stage, ks, jnp.arange(n_stages))
     y_stop = combine(jnp.asarray(tableau.b_sol), ks)
+    if projection is not None:  # diffmbs's ProjectedSolver: the step ends on the manifold
+        y_stop = projection(t_stop, y_stop, args)
     return y_stop, dict(y0=y_start, y1=y_stop, k=ks)
 
 
 
 def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_of, params,
-                          cotangent, ks=None):
+                          cotangent, ks=None, projection=None):
     """``(p̄, ȳ_start)`` of :func:`_explicit_rk_step` for ``cotangent = (ȳ_stop, D̄)``, with
     ``args = args_of(params)``: the stages' adjoint written out. The stage inputs
     ``Y_i = y + Σ_j a_ij k_j`` come from the stage increments ``ks`` stored by the forward
@@ -187,12 +189,18 @@ def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_
 
     if ks is None:
         ks = jnp.zeros((n_stages, y_flat.shape[0]), y_flat.dtype)
-        _, stage_inputs = jax.lax.scan(stage, ks, jnp.arange(n_stages))
+        ks, stage_inputs = jax.lax.scan(stage, ks, jnp.arange(n_stages))
     else:
-        stage_inputs = y_flat + a @ jax.vmap(ravel)(ks)
+        ks = jax.vmap(ravel)(ks)
+        stage_inputs = y_flat + a @ ks
 
     y_stop_bar, dense_bar = cotangent
     stop_bar = ravel(y_stop_bar) + ravel(dense_bar["y1"])
+    p_bar = _zeros_like_tree(params)
+    if projection is not None:  # back through the end-of-step projection first
+        y_raw = y_flat + jnp.asarray(tableau.b_sol) @ ks
+        project = lambda p, y: ravel(projection(t_stop, unflatten(y), args_of(p)))  # noqa: E731
+        p_bar, stop_bar = jax.vjp(project, params, y_raw)[1](stop_bar)
     k_bar = jax.vmap(ravel)(dense_bar["k"]) + jnp.asarray(tableau.b_sol)[:, None] * stop_bar
 
     def adjoint_stage(carry, i):
@@ -202,7 +210,7 @@ def _explicit_rk_step_vjp(tableau, vector_field, t_start, t_stop, y_start, args_
         k_bar = k_bar + a[i][:, None] * y_i
         return (k_bar, y_bar + y_i, jtu.tree_map(jnp.add, p_bar, p_i)), None
 
-    init = (k_bar, stop_bar + ravel(dense_bar["y0"]), _zeros_like_tree(params))
+    init = (k_bar, stop_bar + ravel(dense_bar["y0"]), p_bar)
     (_, y_bar, p_bar), _ = jax.lax.scan(adjoint_stage, init, jnp.arange(n_stages)[::-1])
     return p_bar, unflatten(y_bar)
 
@@ -302,9 +310,11 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
     ys_bar = _materialise(cotangent[0], jtu.tree_map(lambda x: jnp.broadcast_to(
         x, (ts.shape[0],) + x.shape), y0))
 
+    projection = getattr(solver, "projection", None)  # diffmbs's ProjectedSolver
+
     def step(params_, y_start, t_start, t_stop):
         return _explicit_rk_step(
-            solver.tableau, vector_field, t_start, t_stop, y_start, args_of(params_)
+            solver.tableau, vector_field, t_start, t_stop, y_start, args_of(params_), projection
         )
 
     def step_start(n):
@@ -406,7 +416,7 @@ def _bwd(residuals, cotangent, perturbed, dynamic, static, vector_field, solver,
             ks = None if stored_ks is None else jtu.tree_map(lambda k: k[n], stored_ks)
             p_bar, y_start_bar = _explicit_rk_step_vjp(
                 solver.tableau, vector_field, t_start, t_steps[n], y_start,
-                args_of, params, (carry[0], dense_bar), ks,
+                args_of, params, (carry[0], dense_bar), ks, projection,
             )  # fmt: skip
             return y_start_bar, jtu.tree_map(jnp.add, carry[1], p_bar)
 

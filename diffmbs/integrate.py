@@ -57,12 +57,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs._projection import ProjectedSolver, manifold_projection
 from diffmbs.adjoint import (
     DiscreteAdjoint,
     check_supported,
     forward_solve,
     solve_with_discrete_adjoint,
 )
+from diffmbs.derivatives import check_derivatives as run_derivative_check
 from diffmbs.system import (
     DEFAULT_BAUMGARTE,
     AbstractKKTSolver,
@@ -70,6 +72,8 @@ from diffmbs.system import (
     MechanicalSystem,
     accelerations,
     constraint_terms,
+    kkt_residuals,
+    mass_is_definite,
     n_constraints,
     project_state,
     solve_motion,
@@ -123,6 +127,8 @@ DIAGNOSES: tuple[str, ...] = (
     "system.forces(t, q, v) is non-finite",
     "system.constraints(t, q) or its derivatives are non-finite",
     "the mass matrix is singular or not positive definite on the motions the constraints allow",
+    "the KKT solve did not converge, or the constraints contradict each other (their "
+    "accelerations cannot all hold)",
     "the accelerations from the KKT solve are non-finite",
     "a sensor is non-finite",
 )
@@ -211,6 +217,18 @@ def _batch_vector_field(t, y, args):
     system's leaves are batched along ``system_axes`` (a ``vmap`` ``in_axes`` prefix)."""
     system, baumgarte, kkt_solver, system_axes = args
     one = lambda system_, y_: _vector_field(t, y_, (system_, baumgarte, kkt_solver))  # noqa: E731
+    return eqx.filter_vmap(one, in_axes=(system_axes, 0))(system, y)
+
+
+def _project_step(t, y, args):
+    system, _, kkt_solver = args
+    return manifold_projection(system, t, *y, kkt_solver=kkt_solver)
+
+
+def _batch_project_step(t, y, args):
+    """:func:`_project_step` of every variant of a batch (as :func:`_batch_vector_field`)."""
+    system, baumgarte, kkt_solver, system_axes = args
+    one = lambda system_, y_: _project_step(t, y_, (system_, baumgarte, kkt_solver))  # noqa: E731
     return eqx.filter_vmap(one, in_axes=(system_axes, 0))(system, y)
 
 
@@ -360,6 +378,7 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
 
     def outputs(t_, q_, v_):
         vdot, lam, ok, terms = solve_motion(system, t_, q_, v_, baumgarte, kkt_solver=kkt_solver)
+        definite = mass_is_definite(terms.mass, terms.jac) if constrained else ok
         vdot = jnp.where(ok, vdot, jnp.nan)
         sensors = system.sensors(t_, q_, v_, vdot)
         healthy = jnp.stack(  # one flag per entry of DIAGNOSES[1:], in that order
@@ -368,6 +387,7 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
                 _all_finite(terms.mass),
                 _all_finite(terms.force),
                 _all_finite((terms.phi, terms.phidot, terms.gamma, terms.jac)),
+                definite,
                 ok,
                 _all_finite((vdot, lam)),
                 _all_finite(sensors),
@@ -447,7 +467,7 @@ def _is_traced(x: Any) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
-def _concrete_details(system: MechanicalSystem, sol: Solution) -> str:
+def _concrete_details(system: MechanicalSystem, sol: Solution, options: _OutputOptions) -> str:
     """Offending coordinates and magnitudes at the state reached (concrete values only)."""
     t = float(sol.t_reached)
     q, v = np.asarray(sol.q_reached), np.asarray(sol.v_reached)
@@ -463,7 +483,29 @@ def _concrete_details(system: MechanicalSystem, sol: Solution) -> str:
     for name, values in sol.sensors.items():
         if not np.all(np.isfinite(np.asarray(values))):
             parts.append(f"sensor {name!r} is non-finite")
+    kkt_failed = DIAGNOSES[int(sol.diagnosis)].startswith("the KKT solve")
+    if kkt_failed or (int(sol.diagnosis) == 0 and np.asarray(sol.multipliers).shape[-1] > 0):
+        parts.append(_kkt_culprits(system, t, q, v, options.baumgarte, options.kkt_solver))
     return "; ".join(parts)
+
+
+def _kkt_culprits(system, t, q, v, baumgarte, kkt_solver) -> str:
+    """The constraints with the largest KKT residuals at a state, named by the system's
+    :meth:`~diffmbs.system.MechanicalSystem.constraint_labels`."""
+    q, v = jnp.asarray(q), jnp.asarray(v)
+    vdot, lam, _, terms = solve_motion(system, t, q, v, baumgarte, kkt_solver=kkt_solver)
+    rhs = terms.gamma - 2 * baumgarte[0] * terms.phidot - baumgarte[1] ** 2 * terms.phi
+    _, r_con = kkt_residuals(terms.mass, terms.jac, terms.force, rhs, vdot, lam)
+    r_con = np.abs(np.asarray(r_con))
+    labels = system.constraint_labels() or tuple(f"constraint row {i}" for i in range(r_con.size))
+    worst = dict.fromkeys(labels[i] for i in np.argsort(-r_con)[:4] if r_con[i] > 0)
+    solver = type(kkt_solver).__name__ if kkt_solver is not None else "NullSpaceKKT"
+    return (
+        f"KKT solver {solver}: largest constraint residuals at {', '.join(worst)} "
+        f"(relative {r_con.max(initial=0.0):.2g}); with AugmentedLagrangianKKT raise its "
+        "iterations or penalty, or use the default NullSpaceKKT; otherwise check that these "
+        "joints do not prescribe conflicting motions"
+    )
 
 
 def _as_float(x: ArrayLike) -> Array:
@@ -524,13 +566,15 @@ def simulate(
     atol: float = 1e-10,
     dt0: float | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
-    baumgarte: tuple[ArrayLike, ArrayLike] = DEFAULT_BAUMGARTE,
+    baumgarte: tuple[ArrayLike, ArrayLike] | None = None,
     t0: float | None = None,
     kkt_solver: AbstractKKTSolver | None = None,
+    step_projection: bool = False,
     project: bool = False,
     projection_iterations: int = 3,
     output_chunk: int = 8,
     throw: bool = True,
+    check_derivatives: bool = False,
 ) -> Solution:
     """Integrate ``system`` from ``(q0, v0)`` at ``t0`` and save at the times ``ts``.
 
@@ -554,7 +598,17 @@ def simulate(
     - ``max_steps``: step budget (static). Reverse mode stores up to this many steps and
       fills the store on every call: for repeated gradients set it to a few times the steps a
       run takes (see :data:`DEFAULT_MAX_STEPS`).
-    - ``baumgarte``: ``(α, β)`` in 1/s, see :func:`diffmbs.system.accelerations`.
+    - ``baumgarte``: ``(α, β)`` in 1/s, see :func:`diffmbs.system.accelerations`; default
+      ``(0, 0)`` with ``step_projection`` (drift is removed at every step), else
+      :data:`~diffmbs.system.DEFAULT_BAUMGARTE`.
+    - ``step_projection``: end every accepted step of a constrained model with a
+      mass-orthogonal projection of positions and velocities onto ``Φ = 0``, ``Φ̇ = 0``
+      (:func:`diffmbs.manifold_projection`; differentiated in reverse and forward mode). It
+      keeps mechanisms right through singular positions, where Baumgarte terms do work on the
+      spurious motion (the IFToMM double four-bar: energy conserved through every flat
+      position). Costs the projection (~2 right-hand sides) and, with first-same-as-last
+      solvers (Tsit5), one more right-hand side per step. ``False`` (default, until it is
+      validated on modal bodies): Baumgarte only.
     - ``t0`` s: start time, default ``ts[0]``.
     - ``kkt_solver``: strategy for constrained systems, default
       :class:`~diffmbs.system.AugmentedLagrangianKKT`.
@@ -568,15 +622,26 @@ def simulate(
       faster reverse pass for chain10 with two threads).
     - ``throw``: raise on failure (see the module docstring); ``False`` returns the partial
       :class:`Solution` with ``status``/``diagnosis``/``t_reached`` set.
+    - ``check_derivatives``: first run :func:`diffmbs.check_derivatives` at ``(t0, q0, v0)``
+      and raise its :class:`~diffmbs.derivatives.DerivativeCheckError` if the model's
+      derivatives are wrong (a ``jnp.hypot``/``maximum``/``clip`` … on a differentiated path,
+      or compiled derivatives that disagree with op-by-op ones or finite differences). Costs
+      seconds to a minute; skipped when the inputs or the model are traced (``jit``, ``grad``).
 
     **Returns** a :class:`Solution`.
     """
     q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
     t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
     _validate(system, q0, v0, ts, t0)
+    if check_derivatives and not any(
+        _is_traced(x) for x in (q0, v0, t0, *jax.tree_util.tree_leaves(system))
+    ):
+        run_derivative_check(system, q0, v0, t0)
+    projected = step_projection and n_constraints(system, t0, q0) > 0
     solver, adjoint, stepsize_controller, options = _strategies(
         solver, adjoint, stepsize_controller, rtol, atol, max_steps, baumgarte, kkt_solver,
         project, projection_iterations, output_chunk, ts, t0, q0.shape[0] + v0.shape[0],
+        step_projection=_project_step if projected else None,
     )
     sol = _simulate(
         system, q0, v0, ts, t0, solver, adjoint, stepsize_controller, dt0, max_steps, options
@@ -587,18 +652,24 @@ def simulate(
         index = sol.status * len(DIAGNOSES) + sol.diagnosis
         return eqx.branched_error_if(sol, sol.status != 0, index, _JIT_MESSAGES)
     if int(sol.status) != 0:
-        raise SimulationError(f"{sol.message()} {_concrete_details(system, sol)}.", sol)
+        raise SimulationError(f"{sol.message()} {_concrete_details(system, sol, options)}.", sol)
     return sol
 
 
 def _strategies(solver, adjoint, controller, rtol, atol, max_steps, baumgarte, kkt_solver,
-                project, projection_iterations, output_chunk, ts, t0, n_state, norm=None):
+                project, projection_iterations, output_chunk, ts, t0, n_state, norm=None,
+                step_projection=None):
     """The defaults of :func:`simulate`'s strategy arguments, checked; ``norm`` (the error
-    norm of the default controller) is diffrax's RMS norm unless given."""
+    norm of the default controller) is diffrax's RMS norm unless given; ``step_projection``:
+    the projection after every step (:func:`_project_step` or its batch form), or ``None``."""
     if not isinstance(output_chunk, int) or output_chunk < 1:
         raise ValueError(f"simulate: output_chunk must be a positive integer, got {output_chunk!r}")
     if solver is None:
         solver = diffrax.Tsit5()
+    if step_projection is not None:
+        solver = ProjectedSolver(solver, step_projection)
+    if baumgarte is None:
+        baumgarte = (0.0, 0.0) if step_projection is not None else DEFAULT_BAUMGARTE
     if adjoint is None:
         adjoint = _default_adjoint(solver, max_steps, n_state)
     elif isinstance(adjoint, DiscreteAdjoint):
@@ -630,9 +701,10 @@ def simulate_batch(
     atol: float = 1e-10,
     dt0: float | None = None,
     max_steps: int = DEFAULT_MAX_STEPS,
-    baumgarte: tuple[ArrayLike, ArrayLike] = DEFAULT_BAUMGARTE,
+    baumgarte: tuple[ArrayLike, ArrayLike] | None = None,
     t0: float | None = None,
     kkt_solver: AbstractKKTSolver | None = None,
+    step_projection: bool = False,
     project: bool = False,
     projection_iterations: int = 3,
     output_chunk: int = 8,
@@ -690,10 +762,13 @@ def simulate_batch(
             "norm is replaced) or ConstantStepSize, got "
             f"{type(stepsize_controller).__name__}"
         )
+    projected = step_projection and n_constraints(
+        _variant(system, system_axes, 0), t0, q0[0]
+    ) > 0
     solver, adjoint, stepsize_controller, options = _strategies(
         solver, adjoint, stepsize_controller, rtol, atol, max_steps, baumgarte, kkt_solver,
         project, projection_iterations, output_chunk, ts, t0, size * (q0.shape[1] + v0.shape[1]),
-        norm=_batch_rms_norm,
+        norm=_batch_rms_norm, step_projection=_batch_project_step if projected else None,
     )
     sol = _simulate_batch(
         system, system_axes, q0, v0, ts, t0, solver, adjoint, stepsize_controller, dt0,
@@ -712,7 +787,7 @@ def simulate_batch(
     if bool(jnp.any(failed)):
         k = int(first)
         one = jax.tree.map(lambda x: x[k], sol)
-        details = _concrete_details(_variant(system, system_axes, k), one)
+        details = _concrete_details(_variant(system, system_axes, k), one, options)
         who = (
             f"variant {k} of {size}"
             if bool(own[k])

@@ -99,12 +99,16 @@ def _bar(name, length, mass, position, angle):
     )
 
 
-def four_bar(crank_angle=np.pi / 3, lengths=FOUR_BAR, pin_c=None, rough=True):
+def four_bar(
+    crank_angle=np.pi / 3, lengths=FOUR_BAR, pin_c=None, rough=True, extra=None, sensors=True
+):
     """Planar four-bar in the x–y plane from 3-D revolute joints (all axes along z): ground
     pivots A = (0, 0, 0) and D = (ℓ_ground, 0, 0); bars along their body x axes, hinged at their
     ends. The initial poses are a rough guess (assemble with the crank angle held) built from
     the crank angle and a guess of the coupler–rocker pin C (default: up and right of D);
-    ``rough=False`` leaves out the deliberate offsets."""
+    ``rough=False`` leaves out the deliberate offsets. ``extra(builder)``, if given, adds force
+    elements and sensors before the model is built; ``sensors=False`` leaves out the energy and
+    crank-angle sensors (less to compile)."""
     a, b_len, c, d = lengths["crank"], lengths["coupler"], lengths["rocker"], lengths["ground"]
     pin_b = np.array([a * np.cos(crank_angle), a * np.sin(crank_angle), 0.0])
     pin_c = np.array([d + 0.1, 0.7 * c, 0.0]) if pin_c is None else np.asarray(pin_c, float)
@@ -131,8 +135,11 @@ def four_bar(crank_angle=np.pi / 3, lengths=FOUR_BAR, pin_c=None, rough=True):
                 body_i, mb.Frame.from_axis(point_i, z), body_j, mb.Frame.from_axis(point_j, z)
             ),
         )
-    builder.add_sensor("energy", mb.MechanicalEnergy())
-    builder.add_sensor("crank_angle", mb.JointCoordinates("A"))
+    if sensors:
+        builder.add_sensor("energy", mb.MechanicalEnergy())
+        builder.add_sensor("crank_angle", mb.JointCoordinates("A"))
+    if extra is not None:
+        extra(builder)
     return builder.build()
 
 

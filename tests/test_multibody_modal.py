@@ -107,7 +107,9 @@ def test_zero_mode_modal_body_is_the_rigid_body():
     modal = build(mb.ModalBody("beam", data, **pose), mb.node("beam", 0))
     assert modal.modal_bodies[0].n_modes == 0
     ts = jnp.linspace(0.0, 0.5, 51)
-    tight = {"rtol": 1e-12, "atol": 1e-14}
+    # The ball starts 0.013 m open (Baumgarte closes it); a per-step projection would close it
+    # along each model's own metric (COM vs origin coordinates), so the two would differ.
+    tight = {"rtol": 1e-12, "atol": 1e-14, "step_projection": False}
     run_r = simulate(rigid, *rigid.initial_state(), ts, **tight)
     run_m = simulate(modal, *modal.initial_state(), ts, **tight)
     state_r = jax.jit(jax.vmap(lambda q, v: rigid.body_state("beam", q, v)))(run_r.q, run_r.v)

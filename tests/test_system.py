@@ -17,6 +17,7 @@ from diffmbs.system import (
     AugmentedLagrangianKKT,
     LeastSquaresKKT,
     MechanicalSystem,
+    NullSpaceKKT,
     acceleration_rhs,
     accelerations,
     constraint_jacobian,
@@ -154,7 +155,9 @@ def test_nonidentity_kinematic_map_enters_jacobian_and_rhs():
 # --------------------------------------------------------------------------- equations of motion
 
 
-@pytest.mark.parametrize("kkt", [LeastSquaresKKT(), AugmentedLagrangianKKT()], ids=["lsq", "al"])
+@pytest.mark.parametrize(
+    "kkt", [LeastSquaresKKT(), AugmentedLagrangianKKT(), NullSpaceKKT()], ids=["lsq", "al", "ns"]
+)
 def test_pendulum_accelerations_match_newton(kkt):
     pend = Pendulum()
     theta, theta_dot = 0.7, -1.9
@@ -189,7 +192,9 @@ def test_baumgarte_terms_enter_only_off_the_manifold():
     np.testing.assert_allclose(jac @ a - gamma, -2 * alpha * phidot - beta**2 * phi, rtol=1e-10)
 
 
-@pytest.mark.parametrize("kkt", [LeastSquaresKKT(), AugmentedLagrangianKKT()], ids=["lsq", "al"])
+@pytest.mark.parametrize(
+    "kkt", [LeastSquaresKKT(), AugmentedLagrangianKKT(), NullSpaceKKT()], ids=["lsq", "al", "ns"]
+)
 def test_redundant_constraints_same_motion_shared_reaction(kkt):
     single, double = Pendulum(), Pendulum(copies=2)
     q, v = pendulum_state(1.1, 0.6, single.length)
@@ -217,7 +222,7 @@ def test_accelerations_gradient_matches_finite_differences():
     q, v = pendulum_state(0.4, 1.2, 1.3)
     p = jnp.array([0.7, 1.3])
     grads = []
-    for kkt in (LeastSquaresKKT(), AugmentedLagrangianKKT()):
+    for kkt in (LeastSquaresKKT(), AugmentedLagrangianKKT(), NullSpaceKKT()):
 
         @jax.jit
         def f(p, kkt=kkt):
@@ -231,6 +236,7 @@ def test_accelerations_gradient_matches_finite_differences():
         np.testing.assert_allclose(grad, fd, rtol=1e-6)
         grads.append(grad)
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-9)
+    np.testing.assert_allclose(grads[2], grads[0], rtol=1e-9)
 
 
 def test_singular_mass_matrix_is_an_error_unless_the_constraints_fix_it():
@@ -274,3 +280,39 @@ def test_project_state_onto_position_and_velocity_constraints():
     # Minimum-norm corrections: q moves radially, v loses exactly its radial part (M ∝ I).
     np.testing.assert_allclose(qp, q * pend.length / jnp.linalg.norm(q), rtol=1e-12)
     np.testing.assert_allclose(vp, v - (v @ qp) / (qp @ qp) * qp, rtol=1e-12)
+
+
+def _whitened_reference(mass, jac, force, rhs):
+    """NumPy M-whitened least squares (L = chol M, B = Φ L⁻ᵀ):
+    v̇ = L⁻ᵀ (B⁺ c + (I − B⁺B) L⁻¹ Q), independent of the solvers under test."""
+    low = np.linalg.cholesky(mass)
+    b = np.linalg.solve(low, jac.T).T
+    b_pinv = np.linalg.pinv(b, rcond=1e-13)
+    y = b_pinv @ rhs + (np.eye(mass.shape[0]) - b_pinv @ b) @ np.linalg.solve(low, force)
+    return np.linalg.solve(low.T, y)
+
+
+@pytest.mark.parametrize("inertia", [1e-3, 1e-6, 1e-9, 1e-12])
+def test_null_space_solve_is_exact_for_tiny_inertias(inertia):
+    """A planar bar (x, y, θ) pinned 1 m from its centre: the pin rows become nearly parallel
+    once scaled by the mass matrix (what defeated the augmented Lagrangian); the null-space
+    solve is exact against the whitened reference and flags nothing."""
+    theta, omega = 0.7, -1.3
+    mass = np.diag([1.0, 1.0, inertia])
+    jac = np.array([[1.0, 0.0, np.sin(theta)], [0.0, 1.0, -np.cos(theta)]])  # pin at −(cos, sin)
+    force = np.array([0.3, -9.81, 0.0])
+    rhs = omega**2 * np.array([np.cos(theta), np.sin(theta)])
+    vdot, lam, ok = NullSpaceKKT()(*(jnp.asarray(x) for x in (mass, jac, force, rhs)))
+    assert bool(ok)
+    reference = _whitened_reference(mass, jac, force, rhs)
+    np.testing.assert_allclose(vdot, reference, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mass @ vdot + jac.T @ np.asarray(lam), force, atol=1e-10)
+
+
+def test_contradicting_constraints_are_flagged():
+    """The same coordinate driven twice to different accelerations: no solution, not ok."""
+    mass, jac = jnp.eye(2), jnp.array([[1.0, 0.0], [1.0, 0.0]])
+    _, _, ok = NullSpaceKKT()(mass, jac, jnp.zeros(2), jnp.array([1.0, 2.0]))
+    assert not bool(ok)
+    _, _, ok = NullSpaceKKT()(mass, jac, jnp.zeros(2), jnp.array([1.0, 1.0]))
+    assert bool(ok)

@@ -240,6 +240,13 @@ class MultibodyModel(MechanicalSystem):
                 start += n_eq
         return rows
 
+    def constraint_labels(self) -> tuple[str, ...]:
+        """The joint of each row of Φ, as ``"joint 'name'"``."""
+        return tuple(
+            f"joint {name!r}" for name, rows in self.joint_rows().items()
+            for _ in range(rows.stop - rows.start)
+        )
+
     def _locate(self, groups: tuple[ElementGroup, ...], name: str, kind: str):
         for group in groups:
             if name in group.names:

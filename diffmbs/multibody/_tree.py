@@ -365,6 +365,16 @@ class JointCoordinateModel(MechanicalSystem):
         groups = self.full.joint_groups
         return tuple(groups[g].names[k] for g, members in self.layout.loops for k in members)
 
+    def constraint_labels(self) -> tuple[str, ...]:
+        """The joint of each row of Φ (the loop joints'), as ``"joint 'name'"``."""
+        groups = self.full.joint_groups
+        return tuple(
+            f"joint {groups[g].names[k]!r}"
+            for g, members in self.layout.loops
+            for k in members
+            for _ in range(type(groups[g].elements).n_equations)
+        )
+
     @property
     def floating_bodies(self) -> tuple[str, ...]:
         return tuple(self.full.bodies.names[b] for b in self.layout.free)
