@@ -343,19 +343,21 @@ def kkt_converged(mass, jac, force, rhs, vdot, lam) -> Array:
 
 
 def _column_equilibrate(jac: Array) -> tuple[Array, Array, Array]:
-    """``(s_v, s_c, Φ̃)``: columns of ``Φ_v`` scaled to unit norm, then rows (zero ones left;
-    a column or row below 1e-10 of the largest counts as zero).
+    """``(s_v, s_c, Φ̃)``: columns of ``Φ_v`` scaled to unit norm, then rows (norms floored at
+    1e-3 of the largest).
     Unit-free (a change of units of a coordinate scales its column) and, unlike scaling by
     the mass matrix, not distorted by tiny or zero inertias. No gradient in the scalings."""
-    c2 = jax.lax.stop_gradient(jnp.sum(jac * jac, axis=0))
-    # A column that is round-off (the spin of a top about the axis through its pivot) stays
-    # unscaled: scaled up it would swamp the mass matrix.
-    touched = c2 > 1e-20 * jnp.max(c2, initial=0.0)
-    s_v = jnp.where(touched, 1 / jnp.sqrt(jnp.where(touched, c2, 1)), 1)
+    def inverse_norms(squares):
+        # Norms are floored at 1e-3 of the largest: a column that is nearly zero (the spin of a
+        # top about the axis through its pivot; the rotation of a body pinned at its origin,
+        # off the manifold by the drift) scaled up to unit norm would swamp the mass matrix.
+        floor = 1e-6 * jnp.max(squares, initial=0.0)
+        squares = jnp.maximum(squares, floor)  # no gradient: the scalings are stopped
+        return jnp.where(squares > 0, 1 / jnp.sqrt(jnp.where(squares > 0, squares, 1)), 1)
+
+    s_v = inverse_norms(jax.lax.stop_gradient(jnp.sum(jac * jac, axis=0)))
     jv = jac * s_v[None, :]
-    r2 = jax.lax.stop_gradient(jnp.sum(jv * jv, axis=1))
-    touched = r2 > 1e-20 * jnp.max(r2, initial=0.0)  # likewise a round-off row
-    s_c = jnp.where(touched, 1 / jnp.sqrt(jnp.where(touched, r2, 1)), 1)
+    s_c = inverse_norms(jax.lax.stop_gradient(jnp.sum(jv * jv, axis=1)))
     return s_v, s_c, s_c[:, None] * jv
 
 
