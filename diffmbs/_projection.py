@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
@@ -66,10 +67,14 @@ def manifold_projection(
     solver = NullSpaceKKT() if kkt_solver is None else kkt_solver
     mass = system.mass(q)
     zero = jnp.zeros_like(v)
-    for _ in range(iterations):
+
+    def newton(q, _):
         jac = constraint_jacobian(system, t, q, v)
         dx, _, _ = solver(mass, jac, zero, -system.constraints(t, q))
-        q = q + system.qdot(q, dx)
+        return q + system.qdot(q, dx), None
+
+    # A scan, not a Python loop: the solve is compiled once (reverse mode stores each iterate).
+    q, _ = jax.lax.scan(newton, q, length=iterations)
     jac = constraint_jacobian(system, t, q, v)
     dv, _, _ = solver(mass, jac, zero, -velocity_constraints(system, t, q, v))
     return q, v + dv

@@ -111,16 +111,32 @@ def quat_to_matrix(p: ArrayLike) -> Array:
     finite derivatives) rather than NaN.
     """
     p = _f(p)
-    w, x, y, z = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
-    n2 = w * w + x * x + y * y + z * z
+    n2 = jnp.sum(p * p, axis=-1)
     ok = n2 > 0
     s = jnp.where(ok, 2.0 / jnp.where(ok, n2, 1.0), 0.0)
-    rows = [
-        jnp.stack([1 - s * (y * y + z * z), s * (x * y - w * z), s * (x * z + w * y)], axis=-1),
-        jnp.stack([s * (x * y + w * z), 1 - s * (x * x + z * z), s * (y * z - w * x)], axis=-1),
-        jnp.stack([s * (x * z - w * y), s * (y * z + w * x), 1 - s * (x * x + y * y)], axis=-1),
-    ]
-    return jnp.stack(rows, axis=-2)
+    # R = I + s Σ_ab C[:, :, a, b] p_a p_b: a few array operations rather than ~45 scalar ones,
+    # which matters because the constraint terms differentiate this twice (compile time).
+    products = p[..., None, None, :, None] * p[..., None, None, None, :]
+    return jnp.eye(3) + s[..., None, None] * jnp.sum(_QUAT_TO_MATRIX * products, axis=(-2, -1))
+
+
+def _quat_to_matrix_coefficients() -> np.ndarray:
+    """``C`` (3, 3, 4, 4) with ``R − I = (2/|p|²) Σ_ab C[i, j, a, b] p_a p_b``."""
+    c = np.zeros((3, 3, 4, 4))
+    w, x, y, z = range(4)
+    for i, j, terms in [
+        (0, 0, [(-1, y, y), (-1, z, z)]), (0, 1, [(1, x, y), (-1, w, z)]),
+        (0, 2, [(1, x, z), (1, w, y)]), (1, 0, [(1, x, y), (1, w, z)]),
+        (1, 1, [(-1, x, x), (-1, z, z)]), (1, 2, [(1, y, z), (-1, w, x)]),
+        (2, 0, [(1, x, z), (-1, w, y)]), (2, 1, [(1, y, z), (1, w, x)]),
+        (2, 2, [(-1, x, x), (-1, y, y)]),
+    ]:  # fmt: skip
+        for sign, a, b in terms:
+            c[i, j, a, b] += sign
+    return c
+
+
+_QUAT_TO_MATRIX = _quat_to_matrix_coefficients()
 
 
 def matrix_to_quat(r: ArrayLike) -> Array:

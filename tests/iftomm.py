@@ -20,10 +20,14 @@ Z_AXIS = (0.0, 0.0, 1.0)
 
 def pendulum(inertia, mass=1.0, length=1.0):
     """A01 as a rigid body on a revolute joint: bob "bob" of ``mass`` (kg) with rotational
-    inertia ``inertia`` (kg·m², about every axis through its centre) whose centre is ``length``
-    (m) from the pivot at the origin; released at rest, horizontal, at (length, 0, 0)."""
+    inertia ``inertia`` (kg·m², about every axis through its centre; ``"point mass"``: the
+    builder's point mass) whose centre is ``length`` (m) from the pivot at the origin; released
+    at rest, horizontal, at (length, 0, 0)."""
     b = mb.ModelBuilder(gravity=(0.0, -G, 0.0))
-    b.add_body(mb.RigidBody("bob", mass=mass, inertia=(inertia,) * 3, position=(length, 0, 0)))
+    if inertia == "point mass":
+        b.add_body(mb.RigidBody.point_mass("bob", mass, position=(length, 0, 0)))
+    else:
+        b.add_body(mb.RigidBody("bob", mass, inertia=(inertia,) * 3, position=(length, 0, 0)))
     b.add_joint(
         "pivot",
         mb.Revolute(
@@ -34,7 +38,15 @@ def pendulum(inertia, mass=1.0, length=1.0):
         ),
     )
     b.add_sensor("energy", mb.MechanicalEnergy())
+    b.add_sensor("bob position", mb.PointPosition("bob", (0.0, 0.0, 0.0)))
     return b.build()
+
+
+def bob_inertia(inertia, mass=1.0):
+    """The bob's rotational inertia (kg·m²): ``inertia``, or the point mass's ``2/5 m r²``."""
+    if inertia == "point mass":
+        return 0.4 * mass * mb.POINT_MASS_RADIUS**2
+    return inertia
 
 
 def pendulum_period(inertia, mass=1.0, length=1.0, amplitude=np.pi / 2):

@@ -20,7 +20,7 @@ from diffmbs.multibody._assembly import (
     retract,
     static_equilibrium,
 )
-from diffmbs.multibody._bodies import GROUND, BodyKinematics, Frame, RigidBody
+from diffmbs.multibody._bodies import GROUND, POINT_MASS_RADIUS, BodyKinematics, Frame, RigidBody
 from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._description import model_from_dict, model_from_toml
 from diffmbs.multibody._forces import (
@@ -70,6 +70,7 @@ from diffmbs.multibody._tree import JointCoordinateModel
 __all__ = [
     "JointCoordinateModel",
     "GROUND",
+    "POINT_MASS_RADIUS",
     "AbstractForceElement",
     "AbstractJoint",
     "AbstractSensor",
