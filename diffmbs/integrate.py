@@ -47,6 +47,7 @@ stops there with an error; with fixed steps the NaN reaches the saved output and
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -676,6 +677,16 @@ def _strategies(solver, adjoint, controller, rtol, atol, max_steps, baumgarte, k
         adjoint = _default_adjoint(solver, max_steps, n_state)
     elif isinstance(adjoint, DiscreteAdjoint):
         check_supported(solver)
+    if isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint) and isinstance(
+        controller, diffrax.ConstantStepSize
+    ):
+        warnings.warn(
+            "simulate: diffrax's RecursiveCheckpointAdjoint with ConstantStepSize gives wrong "
+            "gradients (1-2 % seen) when sample times fall on step ends (diffrax 0.7.2; "
+            "tests/test_gradient_crosschecks.py): for fixed steps use the default "
+            "DiscreteAdjoint (explicit solvers) or diffrax.ForwardMode",
+            stacklevel=3,
+        )
     if controller is None:
         # Tolerances as arrays: changing them does not recompile.
         controller = diffrax.PIDController(

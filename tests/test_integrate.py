@@ -7,6 +7,8 @@ response; the matrix exponential of a linear stiff chain (scipy.linalg.expm); ce
 differences for gradients.
 """
 
+import warnings
+
 import diffrax
 import equinox as eqx
 import jax
@@ -119,6 +121,21 @@ def oscillator_closed_form(m, k, c, t, q0=Q0, v0=V0):
     q = e * (big_a * cs + big_b * sn)
     v = e * (-a * (big_a * cs + big_b * sn) + wd * (-big_a * sn + big_b * cs))
     return q, v
+
+
+def test_checkpointed_adjoint_with_fixed_steps_warns():
+    """diffrax 0.7.2's checkpointed adjoint is wrong with samples on fixed step ends
+    (``test_gradient_crosschecks``): asking for it says so (traced only, nothing compiled)."""
+    kwargs = {"stepsize_controller": diffrax.ConstantStepSize(), "dt0": 1e-3}
+    run = lambda adjoint: jax.eval_shape(  # noqa: E731
+        lambda: simulate(oscillator(), jnp.array([Q0]), jnp.array([V0]), TS[:11], adjoint=adjoint,
+                         **kwargs)
+    )
+    with pytest.warns(UserWarning, match="RecursiveCheckpointAdjoint with ConstantStepSize"):
+        run(diffrax.RecursiveCheckpointAdjoint())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(None)  # the default, DiscreteAdjoint: no warning
 
 
 @pytest.mark.parametrize("c", [0.0, 20.0], ids=["undamped", "damped"])

@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.linalg
 
 import diffmbs.multibody as mb
@@ -248,3 +249,8 @@ def test_gradient_of_node_acceleration_wrt_damping_ratio():
     # measured relative difference 3e-8
     np.testing.assert_allclose(grad, fd, rtol=1e-6)
     assert abs(float(grad)) > 1e-3
+
+
+def test_assemble_refuses_modal_bodies_by_name():
+    with pytest.raises(mb.ModelError, match=r"modal bodies are not supported yet \(beam\)"):
+        mb.assemble(clamped(CANTILEVER))

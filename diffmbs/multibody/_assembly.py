@@ -151,6 +151,12 @@ def assemble(
         SingularConfigurationError: see :func:`check_configuration`.
         ModelError: an unknown joint or body name, or a joint without coordinates.
     """
+    if model.modal_bodies:
+        raise ModelError(
+            "assemble: modal bodies are not supported yet "
+            f"({', '.join(model.modal_names)}); give their initial poses consistent with the "
+            "joints, or assemble the rigid bodies in a model without them"
+        )
     q = model.initial_state()[0] if q is None else jnp.asarray(q, dtype=float)
     q = model.normalize(q)
     targets = dict(joint_coordinates or {})
