@@ -71,6 +71,7 @@ import jax.numpy as jnp
 import lineax as lx
 from jaxtyping import Array, ArrayLike
 
+from diffmbs import parameters as _parameters
 from diffmbs._linalg import cho_solve, cholesky_factor, matvec, spd_solve, svd_factor, tmatvec
 
 __all__ = [
@@ -162,6 +163,29 @@ class MechanicalSystem(eqx.Module):
     def mass_and_forces(self, t: ArrayLike, q: Array, v: Array) -> tuple[Array, Array]:
         """``(M(q), Q(t, q, v))`` together; override when both share expensive work."""
         return self.mass(q), self.forces(t, q, v)
+
+    # ------------------------------------------------------------------ parameters by name
+
+    def resolve_parameter(self, path: str) -> _parameters.ParameterRef:
+        """Where the parameter ``path`` lives (see :mod:`diffmbs.parameters`): by attribute path
+        (``"k_channel"``, ``"springs[2].rate"``) unless a subclass names its parameters its own
+        way. Raises :class:`~diffmbs.parameters.ParameterError` naming what exists where the path
+        fails."""
+        return _parameters.resolve_attribute_path(self, path)
+
+    def parameter(self, path: str) -> Array:
+        """The value of the parameter ``path``."""
+        return _parameters.get_parameter(self, path)
+
+    def with_parameter(self, path: str, value: ArrayLike):
+        """A copy with the parameter ``path`` set to ``value`` (broadcast to its shape);
+        differentiable in ``value``."""
+        return _parameters.set_parameter(self, path, value)
+
+    def parameter_paths(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """Every parameter by name: ``{path: (shape, units)}`` (units from the fields'
+        ``metadata["units"]``, "" where not given)."""
+        return _parameters.parameter_paths(self)
 
     def sensors(
         self,

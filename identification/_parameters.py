@@ -26,7 +26,6 @@ A :class:`ParameterSpace` is an ordered set of parameters. Its vectors have shap
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -36,49 +35,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs.parameters import get_parameter, parse_path, set_parameter
+
 __all__ = ["TRANSFORMS", "Parameter", "ParameterSpace"]
 
 Transform = Literal["log", "bounded", "log_bounded", "linear"]
 TRANSFORMS: tuple[str, ...] = Transform.__args__
-
-_SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(-?\d+)\]|\[['\"]([^'\"]+)['\"]\]")
-
-
-def _parse_path(path: str) -> tuple[tuple[str, Any], ...]:
-    """``"a.b[2].c['key']"`` → ``(("attr", "a"), ("attr", "b"), ("index", 2), ("attr", "c"),
-    ("key", "key"))``; raises ValueError on malformed text."""
-    out: list[tuple[str, Any]] = []
-    pos = 0
-    while pos < len(path):
-        if path[pos] == "." and out:
-            pos += 1
-        m = _SEGMENT.match(path, pos)
-        if m is None:
-            raise ValueError(f"malformed path {path!r} at character {pos}")
-        if m.group(1) is not None:
-            out.append(("attr", m.group(1)))
-        elif m.group(2) is not None:
-            out.append(("index", int(m.group(2))))
-        else:
-            out.append(("key", m.group(3)))
-        pos = m.end()
-    if not out:
-        raise ValueError("empty path")
-    return tuple(out)
-
-
-def _is_array(x: Any) -> bool:
-    return isinstance(x, jax.Array | np.ndarray)
-
-
-def _descend(node: Any, segment: tuple[str, Any]) -> Any:
-    kind, key = segment
-    if kind == "attr":
-        if not hasattr(node, key):
-            raise AttributeError(f"{type(node).__name__} has no attribute {key!r}")
-        return getattr(node, key)
-    return node[key]
-
 
 class Parameter(eqx.Module):
     """One fitted quantity.
@@ -121,7 +83,7 @@ class Parameter(eqx.Module):
             raise ValueError(f"parameter name must be a non-empty string, got {name!r}")
         self.name = name
         try:
-            _parse_path(path)
+            parse_path(path)
         except (ValueError, TypeError) as err:
             raise ValueError(f"parameter {name!r}: {err}") from None
         self.path = path
@@ -371,86 +333,22 @@ class ParameterSpace(eqx.Module):
         an element of one) of ``model``; raises ValueError naming the parameter otherwise."""
         for i in self.applying_to(experiment):
             prm = self.parameters[i]
-            _, leaf, index = _resolve(model, prm, experiment)
-            shape = np.shape(leaf)
-            if index:
-                try:
-                    np.empty(shape)[index]
-                except IndexError:
-                    raise ValueError(
-                        f"parameter {prm.name!r}: index {index} out of range for the leaf at "
-                        f"{prm.path!r} (shape {shape}) in experiment {experiment!r}"
-                    ) from None
-            if not (isinstance(leaf, float | int) or _is_array(leaf)):
+            try:
+                get_parameter(model, prm.path)
+            except KeyError as err:
                 raise ValueError(
-                    f"parameter {prm.name!r}: path {prm.path!r} in experiment {experiment!r} "
-                    f"is a {type(leaf).__name__}, not a float or array leaf"
-                )
-            if isinstance(leaf, bool) or (
-                _is_array(leaf) and not np.issubdtype(np.asarray(leaf).dtype, np.number)
-            ):
-                raise ValueError(
-                    f"parameter {prm.name!r}: path {prm.path!r} in experiment {experiment!r} "
-                    "is not numeric"
-                )
+                    f"parameter {prm.name!r} in the model ({type(model).__name__}) of experiment "
+                    f"{experiment!r}: {err.args[0]}"
+                ) from None
 
     def apply(self, model: Any, values: ArrayLike, experiment: str) -> Any:
         """A copy of ``model`` with the parameters that apply to ``experiment`` set to
         ``values`` (shape ``(p,)``, SI). Differentiable in ``values`` (``eqx.tree_at``)."""
         values = jnp.asarray(values, dtype=float)
         for i in self.applying_to(experiment):
-            prm = self.parameters[i]
-            where, leaf, index = _resolve(model, prm, experiment)
-            value = values[i]
-            if index:
-                model = eqx.tree_at(
-                    where,
-                    model,
-                    replace_fn=lambda a, v=value, ix=index: (
-                        jnp.asarray(a, dtype=float).at[ix].set(v)
-                    ),
-                )
-            else:
-                new = jnp.broadcast_to(value, np.shape(leaf))
-                model = eqx.tree_at(where, model, new)
+            model = set_parameter(model, self.parameters[i].path, values[i])
         return model
 
 
 def _overlap(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
     return a is None or b is None or bool(set(a) & set(b))
-
-
-def _resolve(model: Any, prm: Parameter, experiment: str):
-    """``(where, leaf, element_index)``: a ``where`` function for ``eqx.tree_at`` selecting the
-    leaf, the current leaf, and the index of the element inside an array leaf (``()`` for the
-    whole leaf)."""
-    segments = _parse_path(prm.path)
-    node = model
-    for depth, seg in enumerate(segments):
-        if _is_array(node):
-            rest = segments[depth:]
-            if any(kind != "index" for kind, _ in rest):
-                raise ValueError(
-                    f"parameter {prm.name!r}: path {prm.path!r} goes through an array in the "
-                    f"model of experiment {experiment!r}"
-                )
-            leaf_segments = segments[:depth]
-            index = tuple(k for _, k in rest)
-            return _where(leaf_segments), node, index
-        try:
-            node = _descend(node, seg)
-        except (AttributeError, KeyError, IndexError, TypeError) as err:
-            raise ValueError(
-                f"parameter {prm.name!r}: path {prm.path!r} not found in the model "
-                f"({type(model).__name__}) of experiment {experiment!r}: {err}"
-            ) from None
-    return _where(segments), node, ()
-
-
-def _where(segments):
-    def where(m):
-        for seg in segments:
-            m = _descend(m, seg)
-        return m
-
-    return where

@@ -327,22 +327,22 @@ class LumpedContactModel(MechanicalSystem):
     accelerometer records, 0 at rest), ``impact_force`` (F_imp, N), ``anvil_velocity`` (m/s).
     """
 
-    m_hammer: ArrayLike
-    m_anvil: ArrayLike
-    m_bed: ArrayLike
-    m_equipment: ArrayLike
-    k_impact: ArrayLike
-    chi_impact: ArrayLike
-    impact_speed: ArrayLike
-    k_stop: ArrayLike
-    chi_stop: ArrayLike
-    travel: ArrayLike
-    k_bed: ArrayLike
-    zeta_bed: ArrayLike
-    k_channel: ArrayLike
-    zeta_channel: ArrayLike
-    gravity: ArrayLike
-    hammer_gap: ArrayLike
+    m_hammer: ArrayLike = eqx.field(metadata={"units": "kg"})
+    m_anvil: ArrayLike = eqx.field(metadata={"units": "kg"})
+    m_bed: ArrayLike = eqx.field(metadata={"units": "kg"})
+    m_equipment: ArrayLike = eqx.field(metadata={"units": "kg"})
+    k_impact: ArrayLike = eqx.field(metadata={"units": "N/m^n"})
+    chi_impact: ArrayLike = eqx.field(metadata={"units": "s/m"})
+    impact_speed: ArrayLike = eqx.field(metadata={"units": "m/s"})
+    k_stop: ArrayLike = eqx.field(metadata={"units": "N/m^n"})
+    chi_stop: ArrayLike = eqx.field(metadata={"units": "s/m"})
+    travel: ArrayLike = eqx.field(metadata={"units": "m"})
+    k_bed: ArrayLike = eqx.field(metadata={"units": "N/m"})
+    zeta_bed: ArrayLike = eqx.field(metadata={"units": "1"})
+    k_channel: ArrayLike = eqx.field(metadata={"units": "N/m"})
+    zeta_channel: ArrayLike = eqx.field(metadata={"units": "1"})
+    gravity: ArrayLike = eqx.field(metadata={"units": "m/s^2"})
+    hammer_gap: ArrayLike = eqx.field(metadata={"units": "m"})
     impact_exponent: float = eqx.field(static=True, default=1.5)
     stop_exponent: float = eqx.field(static=True, default=1.5)
     smoothing: float = eqx.field(static=True, default=SMOOTHING)

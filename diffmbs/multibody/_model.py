@@ -47,6 +47,7 @@ from diffmbs.multibody._forces import AbstractForceElement
 from diffmbs.multibody._joints import AbstractJoint
 from diffmbs.multibody._modal import ModalBody
 from diffmbs.multibody._sensors import AbstractSensor, SensorInput
+from diffmbs.parameters import ParameterError, ParameterRef, parameter_paths, resolve_attribute_path
 from diffmbs.rotations import (
     quat_from_rotation_vector,
     quat_normalize,
@@ -263,48 +264,48 @@ class MultibodyModel(MechanicalSystem):
 
     # ----------------------------------------------------------------- parameters by name
 
-    def _parameter_where(self, path: str):
-        """``(where, index)``: a ``tree_at`` selector of the stacked leaf and the row in it."""
-        name, _, field = path.partition(".")
-        if path == "gravity":
-            return (lambda m: m.gravity), None
-        if not field:
-            raise KeyError(f"parameter path {path!r}: expected 'item.field' or 'gravity'")
-        attrs = field.split(".")
-
-        def select(obj):
-            for attr in attrs:
-                obj = getattr(obj, attr)
-            return obj
-
-        if name in self.bodies.names:
-            return (lambda m: select(m.bodies)), self.bodies.names.index(name)
-        if name in self.modal_names:
-            k = self.modal_names.index(name)
-            return (lambda m: select(m.modal_bodies[k])), None
+    def _parameter_owners(self):
+        """``(name, selector of its stacked object, row or None)`` for every body, modal body,
+        joint and force element."""
+        for row, name in enumerate(self.bodies.names):
+            yield name, (lambda m: m.bodies), row
+        for k, name in enumerate(self.modal_names):
+            yield name, (lambda m, k=k: m.modal_bodies[k]), None
         for groups in ("joint_groups", "force_groups"):
             for g, group in enumerate(getattr(self, groups)):
-                if name in group.names:
-                    where = lambda m, g=g, groups=groups: select(getattr(m, groups)[g].elements)
-                    return where, group.names.index(name)
-        raise KeyError(f"parameter path {path!r}: no body, joint or force element {name!r}")
+                select = lambda m, g=g, groups=groups: getattr(m, groups)[g].elements
+                for row, name in enumerate(group.names):
+                    yield name, select, row
 
-    def parameter(self, path: str) -> Array:
-        """The parameter at ``path``: ``"body.mass"``, ``"spring.stiffness"``,
-        ``"hinge.motion.rate"``, ``"gravity"`` … (a body, joint or force-element name, then a
-        field path)."""
-        where, index = self._parameter_where(path)
-        leaf = where(self)
-        return leaf if index is None else leaf[index]
+    def resolve_parameter(self, path: str) -> ParameterRef:
+        """Parameters by element name: ``"body.mass"``, ``"spring.stiffness"``,
+        ``"spring.stops.stiffness"``, ``"hinge.motion.rate"``, ``"beam.damping.ratios"``,
+        ``"gravity"`` (a body, joint or force-element name, then a field path, indices
+        allowed: ``"spring.point_i[0]"``). Raises ParameterError naming the items that exist."""
+        if path == "gravity":
+            return ParameterRef(lambda m: m.gravity)
+        name, _, field = path.partition(".")
+        for owner, select, row in self._parameter_owners():
+            if owner == name:
+                if not field:
+                    break
+                leading = () if row is None else (row,)
+                return resolve_attribute_path(self, field, select, leading, name=path)
+        else:
+            raise ParameterError(
+                f"parameter {path!r}: no body, joint or force element {name!r}; the model has "
+                f"{', '.join(owner for owner, _, _ in self._parameter_owners())} and 'gravity'"
+            )
+        raise ParameterError(f"parameter {path!r}: expected '{name}.<field>' (or 'gravity')")
 
-    def with_parameter(self, path: str, value: ArrayLike) -> MultibodyModel:
-        """A copy of the model with the parameter at ``path`` (see :meth:`parameter`) replaced;
-        differentiable in ``value``."""
-        where, index = self._parameter_where(path)
-        leaf = where(self)
-        value = jnp.asarray(value, dtype=leaf.dtype)
-        new = value if index is None else leaf.at[index].set(value)
-        return eqx.tree_at(where, self, new)
+    def parameter_paths(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        """``{"spring.stiffness": (shape, units), …, "gravity": ((3,), "m/s^2")}``: every
+        float field of every named item, one element's shape (see :meth:`resolve_parameter`)."""
+        out = {"gravity": ((3,), "m/s^2")}
+        for name, select, row in self._parameter_owners():
+            for field, (shape, units) in parameter_paths(select(self)).items():
+                out[f"{name}.{field}"] = (shape if row is None else shape[1:], units)
+        return out
 
     # ----------------------------------------------------------------- MechanicalSystem
 

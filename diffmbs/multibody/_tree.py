@@ -49,6 +49,7 @@ from jaxtyping import Array, ArrayLike
 from diffmbs._linalg import matvec, spd_solve, tmatvec
 from diffmbs.multibody._bodies import BodyKinematics
 from diffmbs.multibody._model import ElementGroup, ModelError, MultibodyModel
+from diffmbs.parameters import ParameterRef
 from diffmbs.rotations import (
     matrix_to_quat,
     quat_derivative,
@@ -395,13 +396,14 @@ class JointCoordinateModel(MechanicalSystem):
 
     # ----------------------------------------------------------------- parameters
 
-    def parameter(self, path: str) -> Array:
-        """See :meth:`MultibodyModel.parameter`."""
-        return self.full.parameter(path)
+    def resolve_parameter(self, path: str) -> ParameterRef:
+        """The full model's parameters, by the same names (see
+        :meth:`MultibodyModel.resolve_parameter`)."""
+        inner = self.full.resolve_parameter(path)
+        return ParameterRef(lambda m: inner.where(m.full), inner.index)
 
-    def with_parameter(self, path: str, value: ArrayLike) -> JointCoordinateModel:
-        """See :meth:`MultibodyModel.with_parameter`."""
-        return eqx.tree_at(lambda m: m.full, self, self.full.with_parameter(path, value))
+    def parameter_paths(self) -> dict[str, tuple[tuple[int, ...], str]]:
+        return self.full.parameter_paths()
 
     # ----------------------------------------------------------------- kinematics
 
