@@ -78,7 +78,14 @@ def parse_path(path: str) -> tuple[tuple[str, Any], ...]:
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, jax.Array | np.ndarray)
+    return isinstance(x, jax.Array | np.ndarray)  # tracers included
+
+
+def _is_float(x: Any) -> bool:
+    """A float, or an array (concrete or traced) of floats."""
+    if isinstance(x, float):
+        return True
+    return _is_array(x) and jnp.issubdtype(x.dtype, jnp.floating)
 
 
 def _is_module(node: Any) -> bool:
@@ -176,8 +183,7 @@ def resolve(model: Any, path: str) -> ParameterRef:
 
 def _checked_leaf(model: Any, path: str, ref: ParameterRef) -> Any:
     leaf = ref.where(model)
-    numeric = isinstance(leaf, float | int) and not isinstance(leaf, bool)
-    if not (numeric or (_is_array(leaf) and np.issubdtype(np.asarray(leaf).dtype, np.floating))):
+    if not (_is_float(leaf) or (isinstance(leaf, int) and not isinstance(leaf, bool))):
         raise ParameterError(
             f"parameter {path!r} is a {type(leaf).__name__}, not a float or a float array"
         )
@@ -212,9 +218,7 @@ def parameter_paths(node: Any, prefix: str = "") -> dict[str, tuple[tuple[int, .
     out: dict[str, tuple[tuple[int, ...], str]] = {}
 
     def visit(x: Any, path: str, units: str) -> None:
-        if isinstance(x, float) or (
-            _is_array(x) and np.issubdtype(np.asarray(x).dtype, np.floating)
-        ):
+        if _is_float(x):
             out[path] = (tuple(np.shape(x)), units)
         elif _is_module(x):
             for f in dataclasses.fields(x):

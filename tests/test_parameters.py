@@ -50,6 +50,16 @@ def test_setting_a_parameter_is_differentiable():
     assert float(grad) == pytest.approx(3.0)
 
 
+def test_parameters_under_jit_and_vmap():
+    """Traced models and values: set under ``jit``, read under ``vmap``."""
+    model = springs()
+    set_rate = jax.jit(lambda m, x: set_parameter(m, "rates[0]", x))
+    np.testing.assert_array_equal(set_rate(model, 9.0).rates, [9.0, 2.0, 3.0])
+    key = "table['k']"
+    roundtrip = jax.vmap(lambda x: get_parameter(set_parameter(model, key, x), key))
+    np.testing.assert_array_equal(roundtrip(jnp.arange(3.0)), [0.0, 1.0, 2.0])
+
+
 @pytest.mark.parametrize(
     "path, message",
     [
