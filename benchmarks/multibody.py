@@ -347,7 +347,7 @@ TS = np.arange(N_SAMPLES) * SAMPLE_DT  # NumPy: no JAX computation before --core
 
 def in_joint_coordinates(scene: Scene) -> Scene:
     """The same scene with the model in joint coordinates (the four-bar: joint C cut)."""
-    jm = scene.model.in_joint_coordinates()
+    jm = mb.in_joint_coordinates(scene.model)
     joint = dataclasses.replace(scene, model=jm, coordinates="joint", maximal_scene=scene)
     return dataclasses.replace(joint, q0=joint.state(scene.q0))
 

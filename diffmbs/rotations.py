@@ -32,6 +32,7 @@ __all__ = [
     "quat_multiply",
     "quat_normalize",
     "quat_rotate",
+    "rotation_vector_to_matrix",
     "quat_to_matrix",
     "quat_to_rotation_vector",
     "safe_norm",
@@ -229,6 +230,20 @@ def quat_to_rotation_vector(p: ArrayLike) -> Array:
         2.0 * jnp.arctan2(s_big, w) / s_big,
     )
     return factor[..., None] * v
+
+
+def rotation_vector_to_matrix(theta: ArrayLike) -> Array:
+    """``exp([θ]×)`` (Rodrigues) for one rotation vector ``θ`` (3,) → (3, 3), with a series near
+    0 so that values and derivatives are finite."""
+    theta = _f(theta)
+    t2 = jnp.dot(theta, theta)
+    small = t2 < 1e-12
+    safe = jnp.where(small, 1.0, t2)
+    t = jnp.sqrt(safe)
+    a = jnp.where(small, 1 - t2 / 6, jnp.sin(t) / t)
+    b = jnp.where(small, 0.5 - t2 / 24, (1 - jnp.cos(t)) / safe)
+    k = skew(theta)
+    return jnp.eye(3, dtype=theta.dtype) + a * k + b * (k @ k)
 
 
 def quat_rotate(p: ArrayLike, x: ArrayLike) -> Array:

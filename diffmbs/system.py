@@ -164,6 +164,16 @@ class MechanicalSystem(eqx.Module):
         """``(M(q), Q(t, q, v))`` together; override when both share expensive work."""
         return self.mass(q), self.forces(t, q, v)
 
+    def initial_state(self) -> tuple[Array, Array]:
+        """``(q0 (n_q,), v0 (n_v,))``: the state a test starts from, as a function of the
+        model's own leaves (so a fitted parameter such as a drop height moves it). Experiments,
+        job files and ``diffmbs simulate`` need it; a model that is only simulated from given
+        states need not define it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not define initial_state() -> (q0, v0), which "
+            "experiments and job files need"
+        )
+
     # ------------------------------------------------------------------ parameters by name
 
     def resolve_parameter(self, path: str) -> _parameters.ParameterRef:

@@ -109,12 +109,16 @@ def _uniform_dt(ts: np.ndarray, name: str) -> float:
 
 
 def _initial_state(model: Any, name: str):
+    message = (
+        f"experiment {name!r}: the model ({type(model).__name__}) must define "
+        "initial_state() -> (q0, v0)"
+    )
     if not callable(getattr(model, "initial_state", None)):
-        raise ValueError(
-            f"experiment {name!r}: the model ({type(model).__name__}) must define "
-            "initial_state() -> (q0, v0)"
-        )
-    return model.initial_state()
+        raise ValueError(message)
+    try:
+        return model.initial_state()
+    except NotImplementedError:  # MechanicalSystem declares it; this model does not define it
+        raise ValueError(message) from None
 
 
 def _check_sensor(model: Any, sensor: str, t0: float, name: str) -> None:

@@ -25,7 +25,7 @@ from diffmbs.flex import (
     modal_data,
     node_acceleration,
 )
-from diffmbs.flex._ffr import _quat_matrix
+from diffmbs.rotations import quat_to_matrix
 from diffmbs.system import accelerations
 
 N_EL = 4
@@ -44,7 +44,7 @@ def tip_acceleration(e, h, zeta):
     data = modal_data(fe, FixedInterfaceModes(ROOT, n_modes=3)(fe))
     body = FreeModalBody.from_modal_data(data, ModalDampingRatios(zeta), (0.0, 0.0, -9.81))
     vdot, _ = accelerations(body, 0.0, Q, V)
-    a = _quat_matrix(Q[3:7])
+    a = quat_to_matrix(Q[3:7])
     node = data.node(N_EL)
     return node_acceleration(vdot[:3], a, V[3:6], vdot[3:6], Q[7:], V[6:], vdot[6:], node)
 

@@ -169,7 +169,7 @@ def four_bar_case(coordinates):
     q0 = mb.assemble(model, joint_coordinates={"A": np.pi / 3})
     v0 = mb.consistent_velocities(model, q0, joint_rates={"A": 15.0})
     if coordinates == "joint":
-        model = model.in_joint_coordinates()
+        model = mb.in_joint_coordinates(model)
         q0, v0 = model.from_maximal(q0, v0)
     t1, dt = HORIZON[coordinates]
     ts = jnp.linspace(0.0, t1, int(round(t1 / SAMPLE)) + 1)

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from multibody_models import four_bar
 
+import diffmbs
 import diffmbs.multibody as mb
 from diffmbs.models.mwsm import LumpedContactModel
 from diffmbs.parameters import get_parameter, parse_path, set_parameter
-from identification import Parameter, ParameterSpace
+from identification import Parameter, ParameterSpace, TimeHistoryExperiment
 
 
 class Springs(eqx.Module):
@@ -111,7 +112,7 @@ def test_multibody_parameters_by_element_name():
         "spring.stops.stiffness")) == 3e5  # fmt: skip
     np.testing.assert_array_equal(model.with_parameter("gravity", (0, 0, -1)).gravity, [0, 0, -1])
     # the same names in joint coordinates (they live in the full model)
-    jm = model.in_joint_coordinates()
+    jm = mb.in_joint_coordinates(model)
     assert float(jm.with_parameter("coupler.mass", 2.5).full.bodies.mass[row]) == 2.5
     assert jm.parameter_paths() == model.parameter_paths()
 
@@ -149,3 +150,24 @@ def test_identification_uses_the_models_names():
     bad = ParameterSpace([Parameter("k", "sprin.stiffness", 10.0, 1e4, 200.0)])
     with pytest.raises(ValueError, match="parameter 'k' in the model .* no body, joint or force"):
         bad.validate(model, "test")
+
+
+class Bare(diffmbs.MechanicalSystem):
+    """A system with no initial_state: it can be simulated, not fitted."""
+
+    k: jax.Array
+
+    def mass(self, q):
+        return jnp.eye(1)
+
+    def forces(self, t, q, v):
+        return -self.k * q
+
+
+def test_a_system_without_initial_state_is_refused_by_name():
+    with pytest.raises(NotImplementedError, match="Bare does not define initial_state"):
+        Bare(jnp.asarray(1.0)).initial_state()
+    with pytest.raises(ValueError, match=r"experiment 'tap': the model \(Bare\) must define"):
+        TimeHistoryExperiment("tap", Bare(jnp.asarray(1.0)), "q", jnp.linspace(0, 1, 5),
+                              jnp.zeros(5))  # fmt: skip
+    assert float(Bare(jnp.asarray(2.0)).with_parameter("k", 3.0).k) == 3.0

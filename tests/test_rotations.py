@@ -24,6 +24,7 @@ from diffmbs.rotations import (
     quat_rotate,
     quat_to_matrix,
     quat_to_rotation_vector,
+    rotation_vector_to_matrix,
     safe_norm,
     skew,
     unskew,
@@ -91,6 +92,18 @@ def test_axis_angle_and_rotation_vector_match_scipy():
     np.testing.assert_allclose(
         to_xyzw(quat_from_rotation_vector(tiny)), Rotation.from_rotvec(tiny).as_quat(), atol=1e-16
     )
+
+
+def test_rotation_vector_to_matrix_matches_scipy_and_is_smooth_at_zero():
+    rotvecs = ROTATIONS.as_rotvec()
+    for vec, ref in zip(rotvecs, Rotation.from_rotvec(rotvecs).as_matrix(), strict=True):
+        np.testing.assert_allclose(rotation_vector_to_matrix(vec), ref, atol=1e-14)
+    for tiny in ([1e-9, -2e-9, 3e-9], [0.0, 0.0, 0.0]):
+        ref = Rotation.from_rotvec(tiny).as_matrix()
+        np.testing.assert_allclose(rotation_vector_to_matrix(np.array(tiny)), ref, atol=1e-16)
+    # d/dθ exp([θ]×) at 0 along e_k is [e_k]× (finite, no 0/0)
+    jac = jax.jacfwd(rotation_vector_to_matrix)(jnp.zeros(3))
+    np.testing.assert_allclose(np.moveaxis(jac, -1, 0), skew(np.eye(3)), atol=1e-15)
 
 
 def test_skew_and_unskew():

@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from diffmbs.rotations import skew
+
 __all__ = ["COMPONENTS", "FEModel", "FlexDataError", "rigid_body_modes"]
 
 COMPONENTS = ("ux", "uy", "uz", "rx", "ry", "rz")
@@ -27,15 +29,6 @@ _GROUPS = {"all": (0, 1, 2, 3, 4, 5), "translations": (0, 1, 2), "rotations": (3
 
 class FlexDataError(ValueError):
     """Invalid finite-element or modal data; the message starts with the item at fault."""
-
-
-def _skew(v: Array) -> Array:
-    """``[v]×`` for the last axis of ``v`` (shape ``(..., 3)`` → ``(..., 3, 3)``)."""
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    o = jnp.zeros_like(x)
-    return jnp.stack(
-        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
-    )
 
 
 class FEModel(eqx.Module):
@@ -118,7 +111,7 @@ def rigid_body_modes(fe: FEModel) -> Array:
     c3 = comp % 3
     is_t = jnp.asarray(comp < 3)[:, None]
     eye = jnp.eye(3, dtype=fe.nodes.dtype)[c3]
-    rot_t = -_skew(fe.nodes[np.asarray(fe.dof_nodes)])[np.arange(fe.n_dof), c3]
+    rot_t = -skew(fe.nodes[np.asarray(fe.dof_nodes)])[np.arange(fe.n_dof), c3]
     trans = jnp.where(is_t, eye, 0.0)
     rot = jnp.where(is_t, rot_t, eye)
     return jnp.concatenate([trans, rot], axis=1)

@@ -39,8 +39,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from diffmbs.flex._fe import _skew
 from diffmbs.flex._invariants import FFRInvariants
+from diffmbs.rotations import quat_derivative, quat_to_matrix, rotation_vector_to_matrix, skew
 from diffmbs.system import MechanicalSystem
 
 __all__ = [
@@ -61,41 +61,6 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- rotations (private)
-
-
-def _quat_matrix(p: Array) -> Array:
-    """Rotation matrix (body → world) of the quaternion ``p = (w, x, y, z)``, normalised."""
-    w, x, y, z = p / jnp.linalg.norm(p)
-    return jnp.array(
-        [
-            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-        ]
-    )
-
-
-def _quat_rate(p: Array, omega_bar: Array) -> Array:
-    """``ṗ = ½ p ⊗ (0, ω̄)``."""
-    w, v = p[0], p[1:]
-    return 0.5 * jnp.concatenate(
-        [-jnp.dot(v, omega_bar)[None], w * omega_bar + jnp.cross(v, omega_bar)]
-    )
-
-
-def _rotvec_matrix(theta: Array) -> Array:
-    """``exp([θ]×)`` (Rodrigues), with a series near 0 so that values and gradients are finite."""
-    t2 = jnp.dot(theta, theta)
-    small = t2 < 1e-12
-    safe = jnp.where(small, 1.0, t2)
-    t = jnp.sqrt(safe)
-    a = jnp.where(small, 1 - t2 / 6, jnp.sin(t) / t)
-    b = jnp.where(small, 0.5 - t2 / 24, (1 - jnp.cos(t)) / safe)
-    k = _skew(theta)
-    return jnp.eye(3, dtype=theta.dtype) + a * k + b * (k @ k)
-
-
 # --------------------------------------------------------------------------- mass and forces
 
 
@@ -107,7 +72,7 @@ def ffr_mass_matrix(invariants: FFRInvariants, q_f: Array, rotation: Array) -> A
     inv, a = invariants, rotation
     m = inv.n_modes
     s_bar = inv.first_moment_at(q_f)
-    a_s = -a @ _skew(s_bar)
+    a_s = -a @ skew(s_bar)
     a_i1 = a @ inv.psi_integral
     g = inv.coupling_at(q_f)
     top = jnp.concatenate([inv.mass * jnp.eye(3, dtype=a.dtype), a_s, a_i1], axis=1)
@@ -224,7 +189,7 @@ def node_acceleration(
 
 def node_rotation(rotation: Array, q_f: Array, node: NodeModes) -> Array:
     """World orientation of the node's frame, ``A exp([Ψθ_P q_f]×)`` (3, 3)."""
-    return rotation @ _rotvec_matrix(node.rotation @ q_f)
+    return rotation @ rotation_vector_to_matrix(node.rotation @ q_f)
 
 
 def node_angular_velocity(
@@ -325,7 +290,7 @@ class FreeModalBody(MechanicalSystem):
 
     def split(self, q: Array, v: Array | None = None):
         """``(R, A, q_f)`` from ``q``, and ``(Ṙ, ω̄, q̇_f)`` from ``v`` when given."""
-        parts = (q[:3], _quat_matrix(q[3:7]), q[7:])
+        parts = (q[:3], quat_to_matrix(q[3:7]), q[7:])
         return parts if v is None else (*parts, v[:3], v[3:6], v[6:])
 
     def mass(self, q):
@@ -343,7 +308,7 @@ class FreeModalBody(MechanicalSystem):
         return f.at[6:].add(elastic)
 
     def qdot(self, q, v):
-        return jnp.concatenate([v[:3], _quat_rate(q[3:7], v[3:6]), v[6:]])
+        return jnp.concatenate([v[:3], quat_derivative(q[3:7], v[3:6]), v[6:]])
 
     def initial_state(
         self,

@@ -57,7 +57,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from diffmbs.flex._fe import FEModel, _skew, rigid_body_modes
+from diffmbs.flex._fe import FEModel, rigid_body_modes
+from diffmbs.rotations import skew
 
 __all__ = ["FFRInvariants", "ffr_invariants"]
 
@@ -135,7 +136,7 @@ def ffr_invariants(fe: FEModel, shapes: Array) -> FFRInvariants:
         trans[np.asarray(fe.dof_nodes)],
         rot[np.asarray(fe.dof_nodes)],
     )  # (n_dof, 3, m): the nodal vector each DOF is a component of
-    cross = -_skew(jnp.moveaxis(nodal, 2, 0))  # (m, n_dof, 3, 3)
+    cross = -skew(jnp.moveaxis(nodal, 2, 0))  # (m, n_dof, 3, 3)
     s = cross[:, np.arange(fe.n_dof), comp % 3, :]  # (m, n_dof, 3)
     m_s = jnp.einsum("ij,kjb->kib", m_fe, s)
     m_psi = m_fe @ shapes

@@ -65,10 +65,11 @@ from diffmbs.multibody._sensors import (
     PointVelocity,
     PotentialEnergy,
 )
-from diffmbs.multibody._tree import JointCoordinateModel
+from diffmbs.multibody._tree import JointCoordinateModel, in_joint_coordinates
 
 __all__ = [
     "JointCoordinateModel",
+    "in_joint_coordinates",
     "GROUND",
     "POINT_MASS_RADIUS",
     "AbstractForceElement",

@@ -254,14 +254,6 @@ class MultibodyModel(MechanicalSystem):
                 return group, group.names.index(name)
         raise KeyError(f"unknown {kind} {name!r}")
 
-    def in_joint_coordinates(self, cut: tuple[str, ...] = ()):
-        """This model in joint coordinates (a :class:`~diffmbs.multibody.JointCoordinateModel`:
-        a spanning tree of the joints, the joints in ``cut`` and the loop closures kept as
-        constraints). Much faster for chains and trees; the same sensors and parameters."""
-        from diffmbs.multibody._tree import JointCoordinateModel
-
-        return JointCoordinateModel.from_model(self, cut)
-
     # ----------------------------------------------------------------- parameters by name
 
     def _parameter_owners(self):

@@ -20,8 +20,8 @@ from jaxtyping import Array
 from diffmbs.multibody._bodies import BodyKinematics, as_vector3
 from diffmbs.rotations import quat_normalize
 
-if TYPE_CHECKING:
-    from diffmbs.multibody._model import MultibodyModel
+if TYPE_CHECKING:  # annotations only; the model is always the calling MultibodyModel
+    from diffmbs.system import MechanicalSystem
 
 __all__ = [
     "AbstractSensor",
@@ -59,7 +59,7 @@ class AbstractSensor(eqx.Module):
     needs_multipliers: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, model: MultibodyModel, data: SensorInput) -> Array:
+    def __call__(self, model: MechanicalSystem, data: SensorInput) -> Array:
         """The output at one state."""
 
     @abc.abstractmethod
@@ -72,7 +72,7 @@ def _validate_axes(axes: str, allowed=("world", "body")) -> None:
         raise ValueError(f"axes must be one of {allowed}, got {axes!r}")
 
 
-def _body(model: MultibodyModel, data: SensorInput, name: str) -> tuple[int, BodyKinematics]:
+def _body(model: MechanicalSystem, data: SensorInput, name: str) -> tuple[int, BodyKinematics]:
     index = model.body_index(name)
     return index, jax.tree.map(lambda x: x[index], data.kinematics)
 

@@ -59,7 +59,7 @@ from diffmbs.rotations import (
 )
 from diffmbs.system import MechanicalSystem
 
-__all__ = ["JointCoordinateModel"]
+__all__ = ["JointCoordinateModel", "in_joint_coordinates"]
 
 _ASSEMBLY_TOLERANCE = 1e-6
 """Largest tree-joint residual (m or dimensionless) :meth:`JointCoordinateModel.from_maximal`
@@ -327,10 +327,17 @@ def _build_layout(model: MultibodyModel, cut: tuple[str, ...]) -> _Layout:
     )
 
 
+def in_joint_coordinates(model: MultibodyModel, cut: tuple[str, ...] = ()) -> JointCoordinateModel:
+    """``model`` in joint coordinates: a spanning tree of the joints, the joints in ``cut`` and
+    the loop closures kept as constraints. Much faster for chains and trees; the same sensors
+    and parameters (names included)."""
+    return JointCoordinateModel.from_model(model, cut)
+
+
 class JointCoordinateModel(MechanicalSystem):
     """A :class:`~diffmbs.multibody.MultibodyModel` in joint coordinates (module docstring).
 
-    ``JointCoordinateModel.from_model(model, cut=())`` (or ``model.in_joint_coordinates()``).
+    ``JointCoordinateModel.from_model(model, cut=())`` (or ``mb.in_joint_coordinates(model)``).
     Shapes: ``q`` (n_q,), ``v`` (n_v,) as laid out by :meth:`q_slice` / :meth:`v_slice`. The
     float leaves are the full model's (``full``): its parameters, by name through
     :meth:`with_parameter`.
