@@ -37,11 +37,16 @@ _SEGMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(-?\d+)\]|\[['\"]([^'\"]+)['\
 
 
 class ParameterError(KeyError, ValueError):
-    """An unknown or unusable parameter name; the message names what exists instead. A
-    ``KeyError`` (a lookup) and a ``ValueError`` (bad input: the CLI prints it on one line)."""
+    """An unknown or unusable parameter name: ``path`` (None while it is being resolved) and
+    ``reason``, which names what exists instead. A ``KeyError`` (a lookup) and a ``ValueError``
+    (bad input: the CLI prints it on one line)."""
+
+    def __init__(self, path: str | None, reason: str):
+        super().__init__(path, reason)
+        self.path, self.reason = path, reason
 
     def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
+        return self.reason if self.path is None else f"parameter {self.path!r}: {self.reason}"
 
 
 class ParameterRef(NamedTuple):
@@ -111,16 +116,18 @@ def _descend(node: Any, segment: tuple[str, Any]) -> Any:
         fields = {f.name: f for f in dataclasses.fields(node)} if _is_module(node) else {}
         if key in fields and fields[key].metadata.get("static"):
             raise ParameterError(
-                f"{type(node).__name__}.{key} is a static field: structure, not a parameter"
+                None, f"{type(node).__name__}.{key} is a static field: structure, not a parameter"
             )
         if isinstance(node, dict) or not hasattr(node, key):
-            raise ParameterError(f"{type(node).__name__} has no {key!r}; it has: {_names_at(node)}")
+            raise ParameterError(
+                None, f"{type(node).__name__} has no {key!r}; it has: {_names_at(node)}"
+            )
         return getattr(node, key)
     try:
         return node[key]
     except (KeyError, IndexError, TypeError):  # the container's own lookup errors
         raise ParameterError(
-            f"{type(node).__name__} has no [{key!r}]; it has: {_names_at(node)}"
+            None, f"{type(node).__name__} has no [{key!r}]; it has: {_names_at(node)}"
         ) from None
 
 
@@ -152,22 +159,19 @@ def resolve_attribute_path(
         if _is_array(node) or seg is None:
             rest = segments[depth:]
             if any(kind != "index" for kind, _ in rest):
-                raise ParameterError(
-                    f"parameter {name!r}: goes through an array of shape {node.shape}"
-                )
+                raise ParameterError(name, f"goes through an array of shape {node.shape}")
             index = leading + tuple(k for _, k in rest)
             try:
                 np.empty(np.shape(node))[index]
             except IndexError:
                 raise ParameterError(
-                    f"parameter {name!r}: index {index} is out of range for shape "
-                    f"{np.shape(node)}"
+                    name, f"index {index} is out of range for shape {np.shape(node)}"
                 ) from None
             return ParameterRef(_selector(segments[:depth], base), index)
         try:
             node = _descend(node, seg)
         except ParameterError as err:
-            raise ParameterError(f"parameter {name!r}: {err.args[0]}") from None
+            raise ParameterError(name, err.reason) from None
     raise AssertionError("unreachable")
 
 
@@ -184,9 +188,7 @@ def resolve(model: Any, path: str) -> ParameterRef:
 def _checked_leaf(model: Any, path: str, ref: ParameterRef) -> Any:
     leaf = ref.where(model)
     if not (_is_float(leaf) or (isinstance(leaf, int) and not isinstance(leaf, bool))):
-        raise ParameterError(
-            f"parameter {path!r} is a {type(leaf).__name__}, not a float or a float array"
-        )
+        raise ParameterError(path, f"is a {type(leaf).__name__}, not a float or a float array")
     return leaf
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from diffmbs.config import ConfigError, Job, check_keys, load_job
 from diffmbs.io import read_spectrum_csv
-from diffmbs.parameters import get_parameter
+from diffmbs.parameters import ParameterError, get_parameter
 from identification._experiments import SRSExperiment
 from identification._fit import LBFGS, Adam, GaussNewton, LevenbergMarquardt, fit, multistart
 from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
@@ -140,8 +140,8 @@ def _is_number(x) -> bool:
 def _model_value(model, path: str, where: str) -> float:
     try:
         value = np.asarray(get_parameter(model, path))
-    except (KeyError, ValueError) as err:
-        raise ConfigError(f"{where}: {err.args[0]}") from None
+    except ParameterError as err:
+        raise ConfigError(f"{where}: {err}") from None
     if value.size != 1:
         raise ConfigError(f"{where}: {path!r} is not a scalar; give 'initial'")
     return float(value)

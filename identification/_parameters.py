@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from diffmbs.parameters import get_parameter, parse_path, set_parameter
+from diffmbs.parameters import ParameterError, get_parameter, parse_path, set_parameter
 
 __all__ = ["TRANSFORMS", "Parameter", "ParameterSpace"]
 
@@ -335,10 +335,10 @@ class ParameterSpace(eqx.Module):
             prm = self.parameters[i]
             try:
                 get_parameter(model, prm.path)
-            except KeyError as err:
+            except ParameterError as err:
                 raise ValueError(
-                    f"parameter {prm.name!r} in the model ({type(model).__name__}) of experiment "
-                    f"{experiment!r}: {err.args[0]}"
+                    f"parameter {prm.name!r}: path {prm.path!r} not found in the model "
+                    f"({type(model).__name__}) of experiment {experiment!r}: {err.reason}"
                 ) from None
 
     def apply(self, model: Any, values: ArrayLike, experiment: str) -> Any:

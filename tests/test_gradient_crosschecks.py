@@ -35,9 +35,10 @@ differences): four-bar joint 8.5e-10, full 6.4e-10 (every adjoint alike), batch 
 against discrete (full coordinates) 2.4e-12.
 
 Cost: the programs are shared between the cases through ``functools.cache`` (one process: the
-tests are one ``xdist_group``, and ``make test`` runs ``--dist loadgroup``), and the perturbations
-go through one ``vmap``. ``make test`` runs the core, the full-coordinate four-bar with the
-default adjoint; ``DIFFMBS_CROSSCHECKS=all`` runs every case.
+tests are one ``xdist_group``, and ``make test`` runs ``--dist loadgroup``); the perturbations
+go through one ``vmap`` of a forward-mode program, whose tangents are the forward-mode gradient
+(one compile for both). ``make test`` runs the core, the full-coordinate four-bar with the
+default adjoint and forward mode; ``DIFFMBS_CROSSCHECKS=all`` runs every case.
 
 Known failure, outside diffmbs (``xfail(strict=True)``: a fix turns it into an error, to remove
 the marker): diffrax 0.7.2's ``RecursiveCheckpointAdjoint`` with ``ConstantStepSize`` is wrong
@@ -96,39 +97,49 @@ def assert_close(grad, reference, rtol, what):
     assert np.all(err <= rtol), f"{what}: {err} > {rtol}"
 
 
-def values_program(objective):
-    """``points ↦ (J, aux)`` at every row of ``points``: one compiled ``vmap``."""
-    return jax.jit(jax.vmap(objective))
+def forward_program(objective):
+    """``(points (r, n), tangents (r, n)) ↦ (J (r,), J' (r,), aux)``: the values and the
+    forward-mode directional derivatives (``diffrax.ForwardMode``) at every row, one compiled
+    ``vmap``. Its values are the differences' and its tangents the forward-mode gradient, so one
+    program serves both (a fault in a JVP rule cannot touch the primal values)."""
+    objective = objective(diffrax.ForwardMode())  # builds the model, outside the trace
+
+    def row(z, dz):
+        value, tangent, aux = jax.jvp(objective, (z,), (dz,), has_aux=True)
+        return value, tangent, aux
+
+    return jax.jit(jax.vmap(row))
 
 
-def differences(program, n, at=None):
-    """Fourth-order central differences of J at ``at`` (default 0), all perturbed points in one
-    call of ``program`` (:func:`values_program`); also the aux output at the first point."""
-    at = np.zeros(n) if at is None else np.asarray(at)
+def differences_and_forward(program, n, at=None):
+    """At ``at`` (default 0): fourth-order central differences of J (their points as rows of
+    ``program``, :func:`forward_program`, with zero tangents), the forward-mode gradient (n
+    rows with the unit tangents) and the aux output there — all in one call."""
+    at = np.zeros(n) if at is None else np.asarray(at, dtype=float)
     out = {}
 
     def values(points):
-        value, aux = program(points + at)
+        rows = jnp.concatenate([jnp.broadcast_to(at, (n, n)), points + at])
+        tangents = jnp.concatenate([jnp.eye(n), jnp.zeros_like(points)])
+        value, tangent, aux = program(rows, tangents)
+        out["forward"] = np.asarray(tangent[:n])
         out["aux"] = jax.tree.map(lambda a: np.asarray(a[0]), aux)
-        return value
+        return value[n:]
 
-    return central_differences(values, np.zeros(n), REL_STEP, order=4, batched=True), out["aux"]
+    reference = central_differences(values, np.zeros(n), REL_STEP, order=4, batched=True)
+    return reference, out["forward"], out["aux"]
 
 
 ADJOINTS = {
     "discrete": None,  # simulate's default for Tsit5: DiscreteAdjoint
     "checkpointed": diffrax.RecursiveCheckpointAdjoint(),
-    "forward": diffrax.ForwardMode(),
 }
 
 
 def gradient(objective, n, adjoint):
-    """``∂J/∂z`` at z = 0: ``jax.grad`` for the reverse-mode adjoints, ``jax.jacfwd`` for
-    ``diffrax.ForwardMode``."""
-    adjoint = ADJOINTS[adjoint]
-    derivative = jax.jacfwd if isinstance(adjoint, diffrax.ForwardMode) else jax.grad
-    objective = objective(adjoint)  # builds the model, outside the trace
-    return np.asarray(jax.jit(derivative(lambda z: objective(z)[0]))(jnp.zeros(n)))
+    """``∂J/∂z`` at z = 0 by ``jax.grad`` through a reverse-mode adjoint."""
+    objective = objective(ADJOINTS[adjoint])  # builds the model, outside the trace
+    return np.asarray(jax.jit(jax.grad(lambda z: objective(z)[0]))(jnp.zeros(n)))
 
 
 # --------------------------------------------------------------------------- four-bar
@@ -210,25 +221,28 @@ def four_bar_objective(coordinates):
 
 
 @functools.cache
-def four_bar_values(coordinates):
-    return values_program(four_bar_objective(coordinates)())
+def four_bar_program(coordinates):
+    return forward_program(four_bar_objective(coordinates))
 
 
 @functools.cache
-def four_bar_differences(coordinates):
-    """The differences at z = 0, after checking the run goes through the contact events: the
-    stop closes (by ~1 cm, ~300 N) and opens wide again, once a revolution."""
-    reference, (largest_gap, smallest_gap, impacts) = differences(
-        four_bar_values(coordinates), len(P0)
+def four_bar_reference(coordinates):
+    """``(differences, forward-mode gradient)`` at z = 0, after checking the run goes through
+    the contact events: the stop closes (by ~1 cm, ~300 N) and opens wide again, once a
+    revolution."""
+    reference, forward, (largest_gap, smallest_gap, impacts) = differences_and_forward(
+        four_bar_program(coordinates), len(P0)
     )
     print(f"{coordinates}: stop gap {smallest_gap:.3f} … {largest_gap:.4f} m, {impacts} impacts")
     assert 5e-3 < largest_gap < 0.03 and smallest_gap < -0.3, (largest_gap, smallest_gap)
     assert impacts >= (2 if coordinates == "joint" else 1), impacts
-    return reference
+    return reference, forward
 
 
 @functools.cache
 def four_bar_gradient(coordinates, adjoint):
+    if adjoint == "forward":
+        return four_bar_reference(coordinates)[1]
     return gradient(four_bar_objective(coordinates), len(P0), adjoint)
 
 
@@ -236,7 +250,7 @@ def four_bar_gradient(coordinates, adjoint):
     "coordinates, adjoint",
     [
         ("full", "discrete"),
-        pytest.param("full", "forward", marks=EXTENDED),  # suite time; agrees to 1.5e-13
+        ("full", "forward"),  # from the differences' own program: no extra compile
         pytest.param("full", "checkpointed", marks=EXTENDED),
         pytest.param("joint", "discrete", marks=EXTENDED),
         pytest.param("joint", "forward", marks=EXTENDED),
@@ -245,7 +259,7 @@ def four_bar_gradient(coordinates, adjoint):
 def test_four_bar_gradient_matches_differences(coordinates, adjoint):
     grad = four_bar_gradient(coordinates, adjoint)
     what = f"four-bar, {coordinates} coordinates, {adjoint}"
-    reference = four_bar_differences(coordinates)
+    reference = four_bar_reference(coordinates)[0]
     assert_close(grad, reference, FOUR_BAR_RTOL, f"{what} vs differences")
     if adjoint != "discrete":
         discrete = four_bar_gradient(coordinates, "discrete")
@@ -255,7 +269,8 @@ def test_four_bar_gradient_matches_differences(coordinates, adjoint):
 @EXTENDED
 def test_simulate_batch_gradient_matches_each_variants_differences():
     """d/dZ of c₀ J(Z₀) + c₁ J(Z₁) through ``simulate_batch`` (lockstep, one system, default
-    adjoint), against each variant's differences (c_i ∇J(Z_i))."""
+    adjoint), against each variant's differences (c_i ∇J(Z_i)); forward mode at the second
+    variant comes with its differences."""
     model, q0, v0, ts, options = four_bar_case("joint")
     variants = jnp.array([[0.0, 0.0, 0.0, 0.0], [0.2, -0.1, 0.3, 0.5]])
     weights = jnp.array([1.0, -0.7])
@@ -267,8 +282,11 @@ def test_simulate_batch_gradient_matches_each_variants_differences():
         return jnp.sum(weights * values)
 
     grad = np.asarray(jax.jit(jax.grad(loss))(variants))
-    at_origin = four_bar_differences("joint")
-    at_variant = differences(four_bar_values("joint"), len(P0), at=variants[1])[0]
+    at_origin = four_bar_reference("joint")[0]
+    at_variant, forward, _ = differences_and_forward(
+        four_bar_program("joint"), len(P0), at=variants[1]
+    )
+    assert_close(forward, at_variant, FOUR_BAR_RTOL, "forward mode at the second variant")
     for k, reference in enumerate((at_origin, at_variant)):
         assert_close(grad[k], weights[k] * reference, FOUR_BAR_RTOL, f"batch variant {k}")
 
@@ -324,25 +342,22 @@ def modal_objective(adjoint=None):
 
 
 @functools.cache
-def modal_differences():
-    reference, largest_amplitude = differences(values_program(modal_objective()), len(MODAL_P0))
+def modal_reference():
+    """``(differences, forward-mode gradient)`` at z = 0, after checking the beam bends."""
+    reference, forward, largest_amplitude = differences_and_forward(
+        forward_program(modal_objective), len(MODAL_P0)
+    )
     assert largest_amplitude > 1e-3, largest_amplitude  # it bends (largest modal amplitude)
-    return reference
-
-
-@functools.cache
-def modal_gradient(adjoint):
-    return gradient(modal_objective, len(MODAL_P0), adjoint)
+    return reference, forward
 
 
 @EXTENDED
-@pytest.mark.parametrize("adjoint", ["discrete", "forward"])
-def test_modal_body_gradient_matches_differences(adjoint):
-    grad = modal_gradient(adjoint)
-    assert_close(grad, modal_differences(), MODAL_RTOL, f"modal body, {adjoint} vs differences")
-    if adjoint != "discrete":
-        assert_close(grad, modal_gradient("discrete"), ADJOINTS_RTOL,
-                     f"modal body, {adjoint} vs discrete adjoint")  # fmt: skip
+def test_modal_body_gradient_matches_differences():
+    reference, forward = modal_reference()
+    discrete = gradient(modal_objective, len(MODAL_P0), "discrete")
+    assert_close(discrete, reference, MODAL_RTOL, "modal body, discrete vs differences")
+    assert_close(forward, reference, MODAL_RTOL, "modal body, forward vs differences")
+    assert_close(forward, discrete, ADJOINTS_RTOL, "modal body, forward vs discrete adjoint")
 
 
 # --------------------------------------------------------------------------- diffrax alone

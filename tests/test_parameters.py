@@ -69,7 +69,7 @@ def test_parameters_under_jit_and_vmap():
         ("rates.k", r"goes through an array of shape \(3,\)"),
         ("table['c']", r"dict has no \['c'\]; it has: 'k'"),
         ("label", r"Springs.label is a static field: structure, not a parameter"),
-        ("table", r"'table' is a dict, not a float"),
+        ("table", r"parameter 'table': is a dict, not a float"),
     ],
 )
 def test_a_wrong_name_says_what_exists(path, message):
@@ -148,7 +148,8 @@ def test_identification_uses_the_models_names():
     for path in ("spring.stiffness", "coupler.mass"):
         assert float(fitted.parameter(path)) == float(reference.parameter(path))
     bad = ParameterSpace([Parameter("k", "sprin.stiffness", 10.0, 1e4, 200.0)])
-    with pytest.raises(ValueError, match="parameter 'k' in the model .* no body, joint or force"):
+    with pytest.raises(ValueError, match="parameter 'k': path 'sprin.stiffness' not found in the "
+                                         "model .* no body, joint or force"):
         bad.validate(model, "test")
 
 

@@ -285,10 +285,11 @@ class MultibodyModel(MechanicalSystem):
                 return resolve_attribute_path(self, field, select, leading, name=path)
         else:
             raise ParameterError(
-                f"parameter {path!r}: no body, joint or force element {name!r}; the model has "
-                f"{', '.join(owner for owner, _, _ in self._parameter_owners())} and 'gravity'"
+                path,
+                f"no body, joint or force element {name!r}; the model has "
+                f"{', '.join(owner for owner, _, _ in self._parameter_owners())} and 'gravity'",
             )
-        raise ParameterError(f"parameter {path!r}: expected '{name}.<field>' (or 'gravity')")
+        raise ParameterError(path, f"expected '{name}.<field>' (or 'gravity')")
 
     def parameter_paths(self) -> dict[str, tuple[tuple[int, ...], str]]:
         """``{"spring.stiffness": (shape, units), …, "gravity": ((3,), "m/s^2")}``: every
