@@ -50,7 +50,13 @@ from diffmbs.derivatives import (  # noqa: E402
     DerivativeReport,
     check_derivatives,
 )
-from diffmbs.integrate import SimulationError, Solution, simulate, simulate_batch  # noqa: E402
+from diffmbs.integrate import (  # noqa: E402
+    SimulationError,
+    SimulationOptions,
+    Solution,
+    simulate,
+    simulate_batch,
+)
 from diffmbs.srs import octave_frequencies, shock_response_spectrum  # noqa: E402
 from diffmbs.system import MechanicalSystem  # noqa: E402
 
@@ -66,6 +72,7 @@ __all__ = [
     "octave_frequencies",
     "selection",
     "shock_response_spectrum",
+    "SimulationOptions",
     "simulate",
     "simulate_batch",
     "srs",

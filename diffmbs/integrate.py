@@ -46,6 +46,7 @@ stops there with an error; with fixed steps the NaN reaches the saved output and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
@@ -58,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs._options import DEFAULT_MAX_STEPS, SimulationOptions
 from diffmbs._projection import ProjectedSolver, manifold_projection
 from diffmbs.adjoint import (
     DiscreteAdjoint,
@@ -87,19 +89,11 @@ __all__ = [
     "DTMIN_FRACTION",
     "FAILURES",
     "SimulationError",
+    "SimulationOptions",
     "Solution",
     "simulate",
     "simulate_batch",
 ]
-
-DEFAULT_MAX_STEPS = 200_000
-"""Default step budget. It also sizes the reverse-mode memory: the step store of
-:class:`~diffmbs.adjoint.DiscreteAdjoint` (``max_steps × n_state`` floats), or the checkpoints
-of ``RecursiveCheckpointAdjoint`` (``≈ √(2 · max_steps)`` copies of the solver state). Every
-gradient call allocates and fills that store, however few steps the run takes: a 30-link chain
-in joint coordinates (60 states, 52 steps) took 95 ms per gradient at this default and 44 ms at
-``max_steps=1024``. For repeated gradients (fits, sweeps) set ``max_steps`` to a few times the
-steps a run takes (``Solution.stats["num_steps"]``)."""
 
 DISCRETE_ADJOINT_MAX_FLOATS = 2**25
 """Largest step store (``max_steps × n_state`` floats, 256 MiB in float64) for which
@@ -559,23 +553,8 @@ def simulate(
     q0: ArrayLike,
     v0: ArrayLike,
     ts: ArrayLike,
-    *,
-    solver: diffrax.AbstractSolver | None = None,
-    adjoint: diffrax.AbstractAdjoint | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
-    dt0: float | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    baumgarte: tuple[ArrayLike, ArrayLike] | None = None,
-    t0: float | None = None,
-    kkt_solver: AbstractKKTSolver | None = None,
-    step_projection: bool = True,
-    project: bool = False,
-    projection_iterations: int = 3,
-    output_chunk: int = 1,
-    throw: bool = True,
-    check_derivatives: bool = False,
+    options: SimulationOptions | None = None,
+    **overrides: Any,
 ) -> Solution:
     """Integrate ``system`` from ``(q0, v0)`` at ``t0`` and save at the times ``ts``.
 
@@ -585,71 +564,30 @@ def simulate(
     - ``q0`` ``(n_q,)``, ``v0`` ``(n_v,)``: initial coordinates and velocities, ideally
       consistent with the constraints (see :func:`diffmbs.system.project_state`).
     - ``ts`` ``(n_t,)`` s: non-decreasing save times; the solve ends at ``ts[-1]``.
-    - ``solver``: a diffrax solver; default ``diffrax.Tsit5()``. For stiff models pass
-      ``diffrax.Kvaerno5()`` (implicit). For smooth mechanisms without contact the 8th-order
-      ``diffrax.Dopri8()`` reaches the same accuracy in fewer right-hand sides (10- and
-      30-link chains at 1e-4 rad: a third of Tsit5's steps, 20–40 % less time).
-    - ``adjoint``: reverse mode (``jax.grad``) by default: :class:`~diffmbs.adjoint.DiscreteAdjoint`
-      with explicit solvers, ``diffrax.RecursiveCheckpointAdjoint()`` otherwise (see the module
-      docstring); ``diffrax.ForwardMode()`` for ``jax.jacfwd``/``jax.jvp``.
-    - ``stepsize_controller``: default ``diffrax.PIDController(rtol, atol, dtmin=1e-14 · span,
-      force_dtmin=False)``; ``rtol``/``atol`` (relative / absolute, on ``q`` and ``v`` alike)
-      are ignored when a controller is given.
-    - ``dt0`` s: initial step; ``None`` lets the controller choose.
-    - ``max_steps``: step budget (static). Reverse mode stores up to this many steps and
-      fills the store on every call: for repeated gradients set it to a few times the steps a
-      run takes (see :data:`DEFAULT_MAX_STEPS`).
-    - ``baumgarte``: ``(α, β)`` in 1/s, see :func:`diffmbs.system.accelerations`; default
-      ``(0, 0)`` with ``step_projection`` (drift is removed at every step), else
-      :data:`~diffmbs.system.DEFAULT_BAUMGARTE`.
-    - ``step_projection``: end every accepted step of a constrained model with a
-      mass-orthogonal projection of positions and velocities onto ``Φ = 0``, ``Φ̇ = 0``
-      (:func:`diffmbs.manifold_projection`; differentiated in reverse and forward mode). It
-      keeps mechanisms right through singular positions, where Baumgarte terms do work on the
-      spurious motion (the IFToMM double four-bar: energy conserved through every flat
-      position). Costs the projection (~2 right-hand sides) and, with first-same-as-last
-      solvers (Tsit5), one more right-hand side per step; ``True`` by default (models without
-      constraints are never projected). ``False``: Baumgarte stabilisation only.
-    - ``t0`` s: start time, default ``ts[0]``.
-    - ``kkt_solver``: strategy for constrained systems, default
-      :class:`~diffmbs.system.NullSpaceKKT`.
-    - ``project``: project the saved ``(q, v)`` onto ``Φ = 0``, ``Φ̇ = 0`` (Newton, fixed
-      ``projection_iterations``) before evaluating accelerations and sensors. The integration
-      itself is not altered.
-    - ``output_chunk``: saved samples evaluated together (vectorised) for the outputs
-      (v̇, multipliers, sensors, projection); the samples go through in chunks of this size,
-      so memory stays bounded on long records and in batches. Default 1: vectorising the
-      outputs doubles the compile time of a forward run (a pendulum: 4.0 → 7.8 s) for a small
-      saving in run time; larger values suit a GPU, and a single run differentiated with XLA's
-      multi-threaded CPU pool (all samples at once: ~10 % faster reverse pass for chain10 with
-      two threads).
-    - ``throw``: raise on failure (see the module docstring); ``False`` returns the partial
-      :class:`Solution` with ``status``/``diagnosis``/``t_reached`` set.
-    - ``check_derivatives``: first run :func:`diffmbs.check_derivatives` at ``(t0, q0, v0)``
-      and raise its :class:`~diffmbs.derivatives.DerivativeCheckError` if the model's
-      derivatives are wrong (a ``jnp.hypot``/``maximum``/``clip`` … on a differentiated path,
-      or compiled derivatives that disagree with op-by-op ones or finite differences). Costs
-      seconds to a minute; skipped when the inputs or the model are traced (``jit``, ``grad``).
+    - ``options``: a :class:`SimulationOptions` (solver, adjoint, tolerances, projection,
+      outputs, failure handling), and/or its fields as keyword arguments (``rtol=1e-10``),
+      which replace those of ``options``.
 
     **Returns** a :class:`Solution`.
     """
+    settings = SimulationOptions.of(options, overrides, "simulate")
     q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
-    t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
+    t0 = ts[0] if settings.t0 is None else jnp.asarray(settings.t0, dtype=ts.dtype)
     _validate(system, q0, v0, ts, t0)
-    if check_derivatives and not any(
+    if settings.check_derivatives and not any(
         _is_traced(x) for x in (q0, v0, t0, *jax.tree_util.tree_leaves(system))
     ):
         run_derivative_check(system, q0, v0, t0)
-    projected = step_projection and n_constraints(system, t0, q0) > 0
+    projected = settings.step_projection and n_constraints(system, t0, q0) > 0
     solver, adjoint, stepsize_controller, options = _strategies(
-        solver, adjoint, stepsize_controller, rtol, atol, max_steps, baumgarte, kkt_solver,
-        project, projection_iterations, output_chunk, ts, t0, q0.shape[0] + v0.shape[0],
+        settings, ts, t0, q0.shape[0] + v0.shape[0],
         step_projection=_project_step if projected else None,
     )
     sol = _simulate(
-        system, q0, v0, ts, t0, solver, adjoint, stepsize_controller, dt0, max_steps, options
+        system, q0, v0, ts, t0, solver, adjoint, stepsize_controller, settings.dt0,
+        settings.max_steps, options,
     )
-    if not throw:
+    if not settings.throw:
         return sol
     if _is_traced(sol.status):
         index = sol.status * len(DIAGNOSES) + sol.diagnosis
@@ -659,12 +597,13 @@ def simulate(
     return sol
 
 
-def _strategies(solver, adjoint, controller, rtol, atol, max_steps, baumgarte, kkt_solver,
-                project, projection_iterations, output_chunk, ts, t0, n_state, norm=None,
-                step_projection=None):
-    """The defaults of :func:`simulate`'s strategy arguments, checked; ``norm`` (the error
-    norm of the default controller) is diffrax's RMS norm unless given; ``step_projection``:
-    the projection after every step (:func:`_project_step` or its batch form), or ``None``."""
+def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_projection=None):
+    """The solver, adjoint, controller and output options of a run: ``settings`` with their
+    defaults filled in, checked; ``norm`` (the error norm of the default controller) is
+    diffrax's RMS norm unless given; ``step_projection``: the projection after every step
+    (:func:`_project_step` or its batch form), or ``None``."""
+    solver, adjoint, controller = settings.solver, settings.adjoint, settings.stepsize_controller
+    baumgarte, output_chunk = settings.baumgarte, settings.output_chunk
     if not isinstance(output_chunk, int) or output_chunk < 1:
         raise ValueError(f"simulate: output_chunk must be a positive integer, got {output_chunk!r}")
     if solver is None:
@@ -674,7 +613,7 @@ def _strategies(solver, adjoint, controller, rtol, atol, max_steps, baumgarte, k
     if baumgarte is None:
         baumgarte = (0.0, 0.0) if step_projection is not None else DEFAULT_BAUMGARTE
     if adjoint is None:
-        adjoint = _default_adjoint(solver, max_steps, n_state)
+        adjoint = _default_adjoint(solver, settings.max_steps, n_state)
     elif isinstance(adjoint, DiscreteAdjoint):
         check_supported(solver)
     if isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint) and isinstance(
@@ -690,13 +629,14 @@ def _strategies(solver, adjoint, controller, rtol, atol, max_steps, baumgarte, k
     if controller is None:
         # Tolerances as arrays: changing them does not recompile.
         controller = diffrax.PIDController(
-            rtol=jnp.asarray(rtol, ts.dtype),
-            atol=jnp.asarray(atol, ts.dtype),
+            rtol=jnp.asarray(settings.rtol, ts.dtype),
+            atol=jnp.asarray(settings.atol, ts.dtype),
             dtmin=DTMIN_FRACTION * (ts[-1] - t0),
             force_dtmin=False,
             **({} if norm is None else {"norm": norm}),
         )
-    options = _OutputOptions(baumgarte, kkt_solver, project, projection_iterations, output_chunk)
+    options = _OutputOptions(baumgarte, settings.kkt_solver, settings.project,
+                             settings.projection_iterations, output_chunk)  # fmt: skip
     return solver, adjoint, controller, options
 
 
@@ -705,23 +645,10 @@ def simulate_batch(
     q0: ArrayLike,
     v0: ArrayLike,
     ts: ArrayLike,
+    options: SimulationOptions | None = None,
     *,
     system_axes: Any = None,
-    solver: diffrax.AbstractSolver | None = None,
-    adjoint: diffrax.AbstractAdjoint | None = None,
-    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-10,
-    dt0: float | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    baumgarte: tuple[ArrayLike, ArrayLike] | None = None,
-    t0: float | None = None,
-    kkt_solver: AbstractKKTSolver | None = None,
-    step_projection: bool = True,
-    project: bool = False,
-    projection_iterations: int = 3,
-    output_chunk: int = 1,
-    throw: bool = True,
+    **overrides: Any,
 ) -> Solution:
     """Simulate a batch of variants in lockstep: one integration of all of them together.
 
@@ -734,7 +661,8 @@ def simulate_batch(
       k))(ks)``;
     - ``q0`` ``(batch, n_q)`` or ``(n_q,)`` (shared), ``v0`` ``(batch, n_v)`` or ``(n_v,)``.
 
-    Every other argument is :func:`simulate`'s. The variants take the same steps: the error
+    ``options`` and the keyword arguments are :func:`simulate`'s. The variants take the same
+    steps: the error
     norm of the step-size controller is the largest of the variants' RMS norms, so each
     variant meets ``rtol``/``atol`` (a given ``diffrax.PIDController`` gets this norm; only it
     and ``diffrax.ConstantStepSize`` are accepted). The batch therefore takes the steps of
@@ -755,8 +683,14 @@ def simulate_batch(
     ``t_reached`` are the batch's, the same for every variant. With ``throw=True`` a failure
     raises :class:`SimulationError` for the first variant that failed, naming its index.
     """
+    settings = SimulationOptions.of(options, overrides, "simulate_batch")
+    if settings.check_derivatives:
+        raise ValueError(
+            "simulate_batch: check_derivatives is not supported; run diffmbs.check_derivatives "
+            "on one variant"
+        )
     q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
-    t0 = ts[0] if t0 is None else jnp.asarray(t0, dtype=ts.dtype)
+    t0 = ts[0] if settings.t0 is None else jnp.asarray(settings.t0, dtype=ts.dtype)
     size = _batch_size(system, system_axes, q0, v0)
     q0, v0 = (x if x.ndim == 2 else jnp.broadcast_to(x, (size,) + x.shape) for x in (q0, v0))
     for name, x in (("q0", q0), ("v0", v0)):
@@ -764,8 +698,10 @@ def simulate_batch(
         if len(bad):
             raise ValueError(f"simulate_batch: {name}[{bad[0]}] (variant {bad[0]}) is not finite")
     _validate(_variant(system, system_axes, 0), q0[0], v0[0], ts, t0)
+    stepsize_controller = settings.stepsize_controller
     if isinstance(stepsize_controller, diffrax.PIDController):
         stepsize_controller = eqx.tree_at(lambda c: c.norm, stepsize_controller, _batch_rms_norm)
+        settings = dataclasses.replace(settings, stepsize_controller=stepsize_controller)
     elif not (
         stepsize_controller is None
         or isinstance(stepsize_controller, diffrax.ConstantStepSize)
@@ -775,19 +711,18 @@ def simulate_batch(
             "norm is replaced) or ConstantStepSize, got "
             f"{type(stepsize_controller).__name__}"
         )
-    projected = step_projection and n_constraints(
+    projected = settings.step_projection and n_constraints(
         _variant(system, system_axes, 0), t0, q0[0]
     ) > 0
     solver, adjoint, stepsize_controller, options = _strategies(
-        solver, adjoint, stepsize_controller, rtol, atol, max_steps, baumgarte, kkt_solver,
-        project, projection_iterations, output_chunk, ts, t0, size * (q0.shape[1] + v0.shape[1]),
+        settings, ts, t0, size * (q0.shape[1] + v0.shape[1]),
         norm=_batch_rms_norm, step_projection=_batch_project_step if projected else None,
     )
     sol = _simulate_batch(
-        system, system_axes, q0, v0, ts, t0, solver, adjoint, stepsize_controller, dt0,
-        max_steps, options,
+        system, system_axes, q0, v0, ts, t0, solver, adjoint, stepsize_controller, settings.dt0,
+        settings.max_steps, options,
     )
-    if not throw:
+    if not settings.throw:
         return sol
     failed = sol.status != 0
     # The variants step together, so a solver failure stops all of them; name the variant whose

@@ -123,6 +123,23 @@ def oscillator_closed_form(m, k, c, t, q0=Q0, v0=V0):
     return q, v
 
 
+def test_options_object_and_keywords_are_one_setting():
+    """``SimulationOptions`` reused, keywords replacing its fields, and wrong names listed."""
+    settings = diffmbs.SimulationOptions(rtol=1e-10, atol=1e-12, max_steps=4096)
+    q0, v0, ts = jnp.array([Q0]), jnp.array([V0]), TS[:201]
+    by_object = simulate(oscillator(), q0, v0, ts, settings)
+    by_keywords = simulate(oscillator(), q0, v0, ts, rtol=1e-10, atol=1e-12, max_steps=4096)
+    np.testing.assert_array_equal(by_object.q, by_keywords.q)
+    q_ref, _ = oscillator_closed_form(1.0, 4e4, 0.0, np.asarray(ts))
+    np.testing.assert_allclose(by_object.q[:, 0], q_ref, atol=1e-9)
+    coarse = simulate(oscillator(), q0, v0, ts, settings, rtol=1e-4, atol=1e-6)
+    assert coarse.stats["num_steps"] < by_object.stats["num_steps"]  # the keywords won
+    with pytest.raises(TypeError, match="unknown option 'rtoll'; the options are solver"):
+        simulate(oscillator(), q0, v0, ts, rtoll=1e-9)
+    with pytest.raises(ValueError, match="simulate_batch: check_derivatives is not supported"):
+        simulate_batch(oscillator(), q0, v0, ts, check_derivatives=True)
+
+
 def test_checkpointed_adjoint_with_fixed_steps_warns():
     """diffrax 0.7.2's checkpointed adjoint is wrong with samples on fixed step ends
     (``test_gradient_crosschecks``): asking for it says so (traced only, nothing compiled)."""
