@@ -957,8 +957,10 @@ def _summary(ctx, cases, batch, mesh_freq, beam_freq, load_before, wall0):
 
 
 def run(args) -> dict:
-    # diffmbs first: it sets float64 and XLA_FLAGS (single-threaded Eigen) before JAX starts.
-    import diffmbs  # noqa: F401, I001
+    # diffmbs.configure() first: float64 and XLA_FLAGS (single-threaded Eigen) before JAX starts.
+    import diffmbs  # noqa: I001
+
+    diffmbs.configure()
     import jax
     import jax.numpy as jnp
 

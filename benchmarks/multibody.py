@@ -77,6 +77,8 @@ import diffmbs.multibody as mb
 from diffmbs.rotations import quat_to_matrix
 from diffmbs.system import AugmentedLagrangianKKT, LeastSquaresKKT, accelerations
 
+diffmbs.configure()  # float64, XLA CPU options
+
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))  # script or python -m
 sys.path.insert(0, str(_HERE.parent / "tests"))  # the shared model builders

@@ -53,6 +53,8 @@ from diffmbs.integrate import DEFAULT_MAX_STEPS
 from diffmbs.models.mwsm import G, LumpedContactModel
 from diffmbs.srs import octave_frequencies, shock_response_spectrum
 
+diffmbs.configure()  # float64, XLA CPU options
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # script or python -m
 from _common import (  # noqa: E402
     first_call,

@@ -28,8 +28,10 @@ import numpy as np
 import scipy
 from scipy.signal import lfilter
 
-import diffmbs  # noqa: F401  (enables float64)
+import diffmbs
 from diffmbs.srs import ramp_invariant_coefficients, shock_response_spectrum
+
+diffmbs.configure()  # float64, XLA CPU options
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # script or python -m
 from _common import (  # noqa: E402

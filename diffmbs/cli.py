@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from diffmbs._settings import configure
 from diffmbs.io import (
     STANDARD_GRAVITY,
     AccelerationRecord,
@@ -570,6 +571,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 on success (and for ``--help``), 2 for usage errors and for invalid inputs, which are
     reported as one line ``diffmbs: error: <message>`` on stderr.
     """
+    configure()  # float64 and the XLA CPU options, before any computation
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from diffmbs._settings import configure
 from diffmbs.cli import compute_srs, run_srs, spectrum_unit
 from diffmbs.io import read_peer_at2, read_spectrum_csv, write_csv_atomic
 from diffmbs.srs import octave_frequencies
@@ -118,6 +119,7 @@ def _write_comparison(results: dict[str, dict[str, np.ndarray]], out_dir: Path) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; ``argv`` as on the command line (``--out DIR``). Returns 0."""
+    configure()
     parser = argparse.ArgumentParser(
         prog="python -m diffmbs.demo",
         description="SRS (5 %-damped PSA) of a bundled PEER NGA-West2 record, compared with "

@@ -61,6 +61,7 @@ from jaxtyping import Array, ArrayLike
 
 from diffmbs._options import DEFAULT_MAX_STEPS, SimulationOptions
 from diffmbs._projection import ProjectedSolver, manifold_projection
+from diffmbs._settings import require_float64
 from diffmbs.adjoint import (
     DiscreteAdjoint,
     check_supported,
@@ -571,6 +572,7 @@ def simulate(
     **Returns** a :class:`Solution`.
     """
     settings = SimulationOptions.of(options, overrides, "simulate")
+    require_float64("simulate")
     q0, v0, ts = (_as_float(x) for x in (q0, v0, ts))
     t0 = ts[0] if settings.t0 is None else jnp.asarray(settings.t0, dtype=ts.dtype)
     _validate(system, q0, v0, ts, t0)
@@ -684,6 +686,7 @@ def simulate_batch(
     raises :class:`SimulationError` for the first variant that failed, naming its index.
     """
     settings = SimulationOptions.of(options, overrides, "simulate_batch")
+    require_float64("simulate_batch")
     if settings.check_derivatives:
         raise ValueError(
             "simulate_batch: check_derivatives is not supported; run diffmbs.check_derivatives "

@@ -47,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from diffmbs import selection
+from diffmbs._settings import require_float64
 
 __all__ = [
     "KINDS",
@@ -509,6 +510,7 @@ def shock_response_spectrum(
     Returns:
         SRS, shape ``accel.shape[:-1] + (n_freq,)``, float64.
     """
+    require_float64("shock_response_spectrum")
     dt, freqs_np, factor = _validated_analysis(dt, freqs, damping, kind, upsample)
     if smooth is not None and not (_is_traced(smooth) or (math.isfinite(smooth) and smooth > 0)):
         raise ValueError(f"smooth must be None or a positive temperature, got {smooth}")

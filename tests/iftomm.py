@@ -11,7 +11,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import ellipk
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 import diffmbs.multibody as mb
 
 G = 9.81

@@ -7,7 +7,7 @@ their closed-form references independently of the model.
 
 import numpy as np
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 import diffmbs.multibody as mb
 from diffmbs.rotations import matrix_to_quat, quat_from_axis_angle
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from systems import Pendulum
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.adjoint import DiscreteAdjoint
 from diffmbs.integrate import DISCRETE_ADJOINT_MAX_FLOATS, _default_adjoint, simulate
 from diffmbs.models.mwsm import LumpedContactModel

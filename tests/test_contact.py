@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.contact import (
     DAMPING_LAWS,
     OneSidedStop,

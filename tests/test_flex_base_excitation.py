@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs import simulate
 from diffmbs.flex import (
     BeamModel,

@@ -15,7 +15,7 @@ import pytest
 import scipy.linalg
 import scipy.optimize
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.flex import (
     BeamModel,
     EulerBernoulli,

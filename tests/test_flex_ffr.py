@@ -19,7 +19,7 @@ import pytest
 import scipy.integrate
 import scipy.linalg
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs import simulate
 from diffmbs.flex import (
     BeamModel,

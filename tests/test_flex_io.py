@@ -16,7 +16,7 @@ import scipy.io
 import scipy.linalg
 import scipy.sparse
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.flex import (
     FORMAT_VERSION,
     BeamModel,

@@ -14,7 +14,7 @@ import scipy.integrate
 import scipy.linalg
 import scipy.optimize
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.flex import (
     BeamModel,
     ChannelSection,

@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.flex import ChannelSection, GeneralSection, ISection, Material, RectangularSection
 
 CM2, CM4 = 1e-4, 1e-8

@@ -19,7 +19,7 @@ import scipy.linalg
 import scipy.special
 from systems import G, Pendulum
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.integrate import DIAGNOSES, SimulationError, Solution, simulate, simulate_batch
 from diffmbs.system import MechanicalSystem
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs._linalg import UNROLL_MAX, cholesky_factor, matvec, spd_solve, tmatvec
 
 RNG = np.random.default_rng(3)

@@ -17,7 +17,7 @@ import pytest
 import scipy.integrate
 import scipy.signal
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.srs import (
     KINDS,
     octave_frequencies,

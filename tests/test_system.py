@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from systems import G, Pendulum
 
-import diffmbs  # noqa: F401  (float64)
+import diffmbs  # noqa: F401
 from diffmbs.system import (
     AugmentedLagrangianKKT,
     LeastSquaresKKT,

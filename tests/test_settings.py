@@ -1,0 +1,46 @@
+"""Global settings are opt-in (issue 20): ``import diffmbs`` leaves JAX alone,
+``diffmbs.configure()`` sets float64 and the XLA CPU options, and float32 is refused by name."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import diffmbs
+from diffmbs._settings import cpu_flags
+
+PROBE = """
+import json, os, jax
+import diffmbs, diffmbs.multibody, identification
+before = {"x64": jax.config.jax_enable_x64, "flags": os.environ.get("XLA_FLAGS", "")}
+diffmbs.configure()
+after = {"x64": jax.config.jax_enable_x64, "flags": os.environ.get("XLA_FLAGS", "")}
+print(json.dumps([before, after]))
+"""
+
+
+def test_import_changes_nothing_and_configure_opts_in():
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_ENABLE_X64")}
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == {"x64": False, "flags": ""}
+    assert after["x64"] is True
+    assert after["flags"].split() == cpu_flags()
+
+
+def test_float32_is_refused_with_the_fix_named():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(RuntimeError, match=r"simulate: diffmbs computes in float64; call "
+                                               r"diffmbs.configure\(\)"):  # fmt: skip
+            diffmbs.simulate(None, jnp.zeros(1), jnp.zeros(1), jnp.zeros(2))
+        with pytest.raises(RuntimeError, match="shock_response_spectrum: diffmbs computes"):
+            diffmbs.shock_response_spectrum(jnp.zeros(100), 1e-4, [10.0, 100.0])
+    finally:
+        diffmbs.configure()
+    assert jax.config.jax_enable_x64
