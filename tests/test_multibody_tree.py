@@ -69,14 +69,14 @@ def test_tree_motion_satisfies_the_joint_constraints(kind, reverse):
     jm = mb.in_joint_coordinates(model)
     assert jm.tree_joints == ("mount", "joint") and jm.loop_joints == ()
     nq, nv = kind.motion_sizes
-    q = jnp.asarray(RNG.normal(size=jm.n_q))
+    q = jnp.asarray(RNG.uniform(-3.0, 3.0, size=jm.n_q))
     v = jnp.asarray(RNG.normal(size=jm.n_v))
     if nq == 4:
         q = jm.normalize(q)
     q_max, v_max = eqx.filter_jit(jm.to_maximal)(q, v)
     assert float(jnp.max(jnp.abs(model.constraints(0.0, q_max)))) < 1e-13
     assert float(jnp.max(jnp.abs(velocity_constraints(model, 0.0, q_max, v_max)))) < 1e-13
-    q_back, v_back = jm.from_maximal(q_max, v_max)
+    q_back, v_back = jm.from_maximal(q_max, v_max)  # angles come back in (−π, π]: q is drawn there
     if nq == 4:  # q and −q are the same rotation
         sl = jm.q_slice("joint")
         q_back = q_back.at[sl].multiply(jnp.sign(q_back[sl][0] * q[sl][0]))
