@@ -114,7 +114,3 @@ class SimulationOptions:
                 f"{where}: unknown option {unknown[0]!r}; the options are {', '.join(names)}"
             )
         return dataclasses.replace(options, **overrides) if overrides else options
-
-    def fields(self) -> tuple:
-        """The field values in declaration order."""
-        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))

@@ -155,24 +155,24 @@ def resolve_attribute_path(
     name = path if name is None else name
     segments = parse_path(path)
     node = model if base is None else base(model)
-    for depth, seg in enumerate((*segments, None)):
-        if _is_array(node) or seg is None:
-            rest = segments[depth:]
-            if any(kind != "index" for kind, _ in rest):
-                raise ParameterError(name, f"goes through an array of shape {node.shape}")
-            index = leading + tuple(k for _, k in rest)
-            try:
-                np.empty(np.shape(node))[index]
-            except IndexError:
-                raise ParameterError(
-                    name, f"index {index} is out of range for shape {np.shape(node)}"
-                ) from None
-            return ParameterRef(_selector(segments[:depth], base), index)
+    depth = 0  # segments walked; the rest index into the leaf reached
+    while depth < len(segments) and not _is_array(node):
         try:
-            node = _descend(node, seg)
+            node = _descend(node, segments[depth])
         except ParameterError as err:
             raise ParameterError(name, err.reason) from None
-    raise AssertionError("unreachable")
+        depth += 1
+    rest = segments[depth:]
+    if any(kind != "index" for kind, _ in rest):
+        raise ParameterError(name, f"goes through an array of shape {node.shape}")
+    index = leading + tuple(k for _, k in rest)
+    try:
+        np.empty(np.shape(node))[index]
+    except IndexError:
+        raise ParameterError(
+            name, f"index {index} is out of range for shape {np.shape(node)}"
+        ) from None
+    return ParameterRef(_selector(segments[:depth], base), index)
 
 
 def resolve(model: Any, path: str) -> ParameterRef:
