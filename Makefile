@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/diffmbs fit data/mwsm/fit_demo.toml --out runs/demo
 
 demo-srs: $(STAMP)
-	$(BIN)/python -m diffmbs.demo --out runs/demo-srs
+	$(BIN)/python -m diffmbs.app.demo --out runs/demo-srs
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,7 +1,7 @@
-"""``python -m diffmbs``: the command-line interface, see :mod:`diffmbs.cli`."""
+"""``python -m diffmbs``: the command-line interface, see :mod:`diffmbs.app.cli`."""
 
 import sys
 
-from diffmbs.cli import main
+from diffmbs.app.cli import main
 
 sys.exit(main())

@@ -12,12 +12,10 @@ Generic over any model pytree (an ``equinox.Module``):
 * :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
   identifiability; ``save`` writes JSON and figures;
 * :func:`srs_sensitivity`, :func:`sweep` — scaled sensitivities and batched forward runs;
-* :func:`run_fit_job` — a whole fit from a TOML job file (``diffmbs fit``).
 
-Importing it imports :mod:`diffmbs`, which switches JAX to float64.
+Job files and the command line are :mod:`diffmbs.app`'s, a layer above this one.
 """
 
-import diffmbs  # noqa: F401  (float64)
 from identification._experiments import (
     DB_FLOOR,
     AbstractExperiment,
@@ -39,7 +37,6 @@ from identification._fit import (
     multistart,
     sample_values,
 )
-from identification._job import FIT_METHODS, FitSettings, problem_from_job, run_fit_job
 from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
 from identification._problem import Problem
 from identification._results import FitResult, gauss_newton_covariance, load_result
@@ -48,8 +45,6 @@ from identification._sweep import grid_values, lhs_values, sweep
 
 __all__ = [
     "DB_FLOOR",
-    "FIT_METHODS",
-    "FitSettings",
     "LBFGS",
     "TRANSFORMS",
     "AbstractExperiment",
@@ -74,8 +69,6 @@ __all__ = [
     "load_result",
     "misfit_report",
     "multistart",
-    "problem_from_job",
-    "run_fit_job",
     "sample_values",
     "save_sensitivity",
     "srs_sensitivity",

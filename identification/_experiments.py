@@ -40,6 +40,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs import selection
+from diffmbs.channels import channel, check_channel
 from diffmbs.integrate import simulate
 from diffmbs.srs import KINDS, shock_response_spectrum
 
@@ -125,23 +126,18 @@ def _check_sensor(model: Any, sensor: str, t0: float, name: str) -> None:
     q0, v0 = _initial_state(model, name)
     q0, v0 = jnp.asarray(q0, float), jnp.asarray(v0, float)
     shapes = jax.eval_shape(model.sensors, jnp.asarray(t0), q0, v0, v0)
-    if sensor not in shapes:
-        raise ValueError(
-            f"experiment {name!r}: the model has no sensor {sensor!r}; it has "
-            f"{', '.join(sorted(shapes)) or 'none'}"
-        )
-    if shapes[sensor].shape != ():
-        raise ValueError(
-            f"experiment {name!r}: sensor {sensor!r} must be a scalar, got shape "
-            f"{shapes[sensor].shape}"
-        )
+    try:
+        check_channel({k: v.shape for k, v in shapes.items()}, sensor)
+    except ValueError as err:
+        raise ValueError(f"experiment {name!r}: {err}") from None
 
 
 def _simulated_sensor(model: Any, ts: Array, sensor: str, kwargs: dict) -> Array:
-    """Sensor history ``(n_t,)`` from ``model.initial_state()``; NaN where the run failed."""
+    """History ``(n_t,)`` of the sensor channel ``sensor`` (``"name"`` or ``"name[k]"``, see
+    :mod:`diffmbs.channels`) from ``model.initial_state()``; NaN where the run failed."""
     q0, v0 = model.initial_state()
     sol = simulate(model, q0, v0, ts, **kwargs)
-    out = sol.sensors[sensor]
+    out = channel(sol.sensors, sensor)
     ok = sol.successful & jnp.all(jnp.isfinite(out))
     # Zeros (not inf) downstream of a failure keep the SRS's own finiteness check quiet; the
     # NaN is put back at the end.
@@ -206,7 +202,8 @@ class SRSExperiment(AbstractExperiment):
     - ``name``: unique label.
     - ``model``: the test's :class:`~diffmbs.system.MechanicalSystem`, which must define
       ``initial_state() -> (q0 (n_q,), v0 (n_v,))`` (as a function of its own leaves, so that
-      fitted initial conditions propagate) and a scalar sensor ``sensor`` (an acceleration).
+      fitted initial conditions propagate) and the sensor channel ``sensor`` (an acceleration:
+      a scalar sensor's name, or ``"name[k]"`` for component k of a vector sensor).
     - ``ts`` ``(n_t,)`` s: uniformly spaced sample times of the simulated record; ``dt`` is
       their spacing.
     - ``freqs`` ``(n_freq,)`` Hz: natural frequencies of the SRS (below Nyquist).

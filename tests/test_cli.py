@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from diffmbs import cli, demo
+from diffmbs.app import _srs_command, cli, demo
 from diffmbs.srs import KINDS, octave_frequencies, shock_response_spectrum
 
 G = 9.80665
@@ -149,7 +149,7 @@ def test_help_explains_srs_for_test_engineers(capsys):
         *KINDS,
     ]:
         assert fragment in text, fragment
-    assert set(cli.KIND_HELP) == set(KINDS)
+    assert set(_srs_command.KIND_HELP) == set(KINDS)
     assert cli.main(["--help"]) == 0
     assert "srs" in capsys.readouterr().out
 

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import diffmbs  # noqa: F401
-from diffmbs.cli import main
-from diffmbs.config import ConfigError, load_job
+from diffmbs.app import ConfigError, load_job, main
 from diffmbs.io import read_spectrum_csv
 from diffmbs.models import LumpedContactModel
 

@@ -16,8 +16,7 @@ import pytest
 
 import diffmbs
 import identification as idf
-from diffmbs.cli import main
-from diffmbs.config import ConfigError, load_job
+from diffmbs.app import ConfigError, load_job, main, problem_from_job, run_fit_job
 from diffmbs.models import LumpedContactModel
 from diffmbs.srs import octave_frequencies, shock_response_spectrum
 
@@ -60,7 +59,7 @@ def test_recovers_every_parameter_from_same_model_data_started_50_percent_off():
 
 
 def test_demo_job_fits_the_bundled_data_within_3_db(tmp_path):
-    result = idf.run_fit_job(DEMO, tmp_path, progress=False)
+    result = run_fit_job(DEMO, tmp_path, progress=False)
     for name, experiment in result.experiments.items():
         assert experiment["misfit"]["within_3db"] >= 0.9, name
     # The report: JSON with the parameters and their uncertainty, figures, sensitivities.
@@ -122,10 +121,8 @@ def write_job(tmp_path, text=None) -> Path:
 )
 def test_fit_job_errors_name_the_key(tmp_path, old, new, match):
     assert old in FIT_JOB
-    job = load_job(write_job(tmp_path, FIT_JOB.replace(old, new, 1)))
     with pytest.raises(ConfigError, match=match):
-        idf.FitSettings(job.raw.get("fit", {}))
-        idf.problem_from_job(job)
+        problem_from_job(load_job(write_job(tmp_path, FIT_JOB.replace(old, new, 1))))
 
 
 def test_fit_command_errors_are_one_line(tmp_path, capsys):
@@ -137,7 +134,7 @@ def test_fit_command_errors_are_one_line(tmp_path, capsys):
 
 def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     job = write_job(tmp_path)
-    whole = idf.run_fit_job(job, tmp_path / "whole", progress=False)
+    whole = run_fit_job(job, tmp_path / "whole", progress=False)
 
     out = tmp_path / "killed"
     checkpoint = out / "checkpoint.npz"
@@ -157,7 +154,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
         done = json.loads(str(data["meta"]))["iteration"]
     assert done < whole.iterations, "the kill came too late to interrupt the fit"
 
-    resumed = idf.run_fit_job(job, out, resume=True, progress=False)
+    resumed = run_fit_job(job, out, resume=True, progress=False)
     assert resumed.iterations == whole.iterations
     np.testing.assert_allclose(resumed.z, whole.z, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(resumed.loss_history, whole.loss_history, rtol=1e-12)

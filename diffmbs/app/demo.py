@@ -1,4 +1,4 @@
-"""The project's demo on bundled data: ``python -m diffmbs.demo --out runs/demo``.
+"""The project's demo on bundled data: ``python -m diffmbs.app.demo --out runs/demo``.
 
 Computes the 5 %-damped pseudo-spectral acceleration (PSA) of both horizontal components of the
 PEER NGA-West2 record 8883 (2008 Chino Hills earthquake, Anaheim station) with the same code path
@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from diffmbs._settings import configure
-from diffmbs.cli import compute_srs, run_srs, spectrum_unit
+from diffmbs.app._srs_command import compute_srs, run_srs, spectrum_unit
 from diffmbs.io import read_peer_at2, read_spectrum_csv, write_csv_atomic
 from diffmbs.srs import octave_frequencies
 
 __all__ = ["COMPONENTS", "DATA_DIR", "main"]
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "peer_nga_west2"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "peer_nga_west2"
 PUBLISHED_CSV = DATA_DIR / "published_psa.csv"
 COMPONENTS = {  # published column → record file
     "h1": "RSN8883_14383980_13849360.AT2",
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; ``argv`` as on the command line (``--out DIR``). Returns 0."""
     configure()
     parser = argparse.ArgumentParser(
-        prog="python -m diffmbs.demo",
+        prog="python -m diffmbs.app.demo",
         description="SRS (5 %-damped PSA) of a bundled PEER NGA-West2 record, compared with "
         "the published spectrum.",
     )

@@ -1,24 +1,16 @@
-"""Command-line interface: ``diffmbs <command> ...`` (also ``python -m diffmbs``).
-
-Each command is one ``_add_<command>_command(subparsers)`` function that builds its parser and
-sets ``run`` to the function doing the work; :data:`COMMANDS` lists them. Adding a command is
-adding one such function and one entry.
-
-Errors the user can fix (bad files, bad options) surface as ``ValueError`` and are printed as a
-single line ``diffmbs: error: <message>`` with exit status 2, without a traceback.
-"""
+"""``diffmbs srs``: the shock response spectrum of measured records, and the SRS computation
+and report (CSV and figure) it shares with ``diffmbs simulate`` and the demo."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from diffmbs._settings import configure
 from diffmbs.io import (
     STANDARD_GRAVITY,
     AccelerationRecord,
@@ -30,9 +22,8 @@ from diffmbs.io import (
 from diffmbs.plotting import plot_srs
 from diffmbs.srs import KINDS, octave_frequencies, shock_response_spectrum
 
-__all__ = ["COMMANDS", "build_parser", "compute_srs", "main", "run_srs", "spectrum_unit"]
+__all__ = ["add_srs_command", "compute_srs", "run_srs", "spectrum_unit"]
 
-PROG = "diffmbs"
 DEFAULT_DAMPING = 0.05
 DEFAULT_FMAX_DIVISOR = 2.5
 """Without --fmax, the spectrum stops at fs/2.5 of the slowest-sampled input."""
@@ -49,13 +40,6 @@ KIND_HELP = {
     "pseudo_acceleration": "PSA = (2πfn)² × peak relative displacement, as in seismic "
     "response spectra",
 }
-
-
-class _Parser(argparse.ArgumentParser):
-    """Argument parser whose usage errors are one line on stderr, exit status 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{PROG}: error: {message} (see '{self.prog} --help')\n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,7 +199,7 @@ example:
 """
 
 
-def _add_srs_command(subparsers) -> None:
+def add_srs_command(subparsers) -> None:
     p = subparsers.add_parser(
         "srs",
         help="shock response spectrum of acceleration records (CSV or PEER AT2)",
@@ -389,202 +373,3 @@ def _run_srs_command(args: argparse.Namespace) -> None:
     print(png_path)
 
 
-# --------------------------------------------------------------------------------------------
-# simulate
-# --------------------------------------------------------------------------------------------
-
-SIMULATE_DESCRIPTION = """\
-Simulate a shock test from a TOML job file: one run per [[experiments]] table (or one run),
-from the model's initial state (static equilibrium, hammer about to strike).
-
-For every experiment it writes under --out:
-  NAME_timehistory.csv  time_s and every sensor of the model; accelerations in the [srs] unit
-  NAME_srs.csv/.png     the SRS of the [simulation] sensor, at the frequencies of the
-                        experiment's measured SRS file if it has one (drawn as the reference
-                        with +/-3 and +/-6 dB bands), else over [srs] f_min..f_max
-See diffmbs/config.py (or data/mwsm/fit_demo.toml) for the job file layout.
-"""
-
-
-def _add_job_command(subparsers, name: str, help_text: str, description: str):
-    """A sub-parser taking a TOML job file and ``--out`` (shared by simulate and fit)."""
-    parser = subparsers.add_parser(
-        name,
-        help=help_text,
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("config", type=Path, metavar="CONFIG", help="TOML job file")
-    parser.add_argument(
-        "--out", type=Path, default=None, help="output folder (default runs/<job file stem>)"
-    )
-    return parser
-
-
-def _add_simulate_command(subparsers) -> None:
-    parser = _add_job_command(
-        subparsers,
-        "simulate",
-        "simulate the tests of a TOML job file; write time histories and SRS",
-        SIMULATE_DESCRIPTION,
-    )
-    parser.set_defaults(run=_run_simulate_command)
-
-
-def simulate_experiment(job, experiment):
-    """Simulate one experiment of a job; return (times s, sensors in SI, SRS freqs Hz)."""
-    from diffmbs.config import ConfigError
-    from diffmbs.integrate import simulate
-
-    ts = job.simulation.sample_times()
-    q0, v0 = experiment.model.initial_state()
-    solution = simulate(
-        experiment.model,
-        q0,
-        v0,
-        ts,
-        rtol=job.simulation.rtol,
-        atol=job.simulation.atol,
-        max_steps=job.simulation.max_steps,
-    )
-    sensors = {name: np.asarray(values) for name, values in solution.sensors.items()}
-    if job.simulation.sensor not in sensors:
-        raise ConfigError(
-            f"simulation.sensor: {job.simulation.sensor!r} is not a sensor of model "
-            f"{job.model_name!r}; one of {', '.join(sensors)}"
-        )
-    if experiment.srs_path is not None:
-        freqs, _ = read_spectrum_csv(experiment.srs_path)
-    else:
-        srs = job.srs
-        freqs = octave_frequencies(srs.f_min, srs.f_max, srs.per_octave)
-    return ts, sensors, freqs
-
-
-def _run_simulate_command(args: argparse.Namespace) -> None:
-    from tqdm import tqdm
-
-    from diffmbs.config import load_job
-
-    job = load_job(args.config)
-    out_dir = args.out or Path("runs") / job.path.stem
-    units = job.srs.units
-    for experiment in tqdm(job.experiments, desc="simulate", unit="test", disable=None):
-        ts, sensors, freqs = simulate_experiment(job, experiment)
-        scale = {k: acceleration_scale(units) if "acceleration" in k else 1.0 for k in sensors}
-        write_csv_atomic(
-            Path(out_dir) / f"{experiment.name}_timehistory.csv",
-            ["time_s", *(f"{k} [{units if 'acceleration' in k else 'SI'}]" for k in sensors)],
-            [ts, *(v / scale[k] for k, v in sensors.items())],
-        )
-        record = AccelerationRecord(
-            experiment.name, float(ts[1] - ts[0]),
-            {job.simulation.sensor: sensors[job.simulation.sensor]}, ts,
-        )
-        reference = None
-        if experiment.srs_path is not None:
-            ref_freqs, ref_values = read_spectrum_csv(experiment.srs_path)
-            reference = (ref_freqs, ref_values, f"measured ({experiment.srs_path.name})")
-        csv_path, png_path, _ = run_srs(
-            [record], freqs, damping=job.srs.damping, kind=job.srs.kind, output_units=units,
-            out_dir=out_dir, name=experiment.name, reference=reference,
-        )
-        print(csv_path)
-        print(png_path)
-
-
-# --------------------------------------------------------------------------------------------
-# fit
-# --------------------------------------------------------------------------------------------
-
-FIT_DESCRIPTION = """\
-Fit model parameters to measured shock response spectra, all tests of a TOML job file jointly.
-
-The misfit is the mean square of 20 log10(SRS_simulated / SRS_measured) over the measured
-frequencies of every experiment; gradients come from the simulation itself (forward-mode
-automatic differentiation), not from finite differences. The job file's [[parameters]] name
-the fitted model fields with bounds and transforms (per_experiment = true gives each test its
-own value); [fit] chooses the method (levenberg_marquardt, gauss_newton, adam, lbfgs), the
-iteration budget and an optional Latin-hypercube multi-start scored in one batch.
-
-Writes into --out: result.json (parameters, standard deviations and correlations from the
-Gauss-Newton covariance, loss history, per-frequency dB residuals, fraction of points within
-+/-3 and +/-6 dB), srs_<test>.png (fit over measurement with +/-3/+/-6 dB bands),
-convergence.png, correlation.png, sensitivity_<test>.csv/.png (dB per unit ln(parameter)), and
-checkpoint.npz every few iterations: after an interruption, run the same command with --resume.
-"""
-
-
-def _add_fit_command(subparsers) -> None:
-    parser = _add_job_command(
-        subparsers, "fit", "fit model parameters to measured SRS (TOML job file)", FIT_DESCRIPTION
-    )
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the checkpoint in --out"
-    )
-    parser.add_argument(
-        "--max-iterations", type=int, default=None, metavar="N",
-        help="override [fit] max_iterations",
-    )
-    parser.set_defaults(run=_run_fit_command)
-
-
-def _run_fit_command(args: argparse.Namespace) -> None:
-    from identification import run_fit_job
-
-    out_dir = args.out or Path("runs") / args.config.stem
-    result = run_fit_job(
-        args.config, out_dir, resume=args.resume, max_iterations=args.max_iterations
-    )
-    print(result.summary())
-    print(f"report: {Path(out_dir) / 'result.json'}")
-
-
-# --------------------------------------------------------------------------------------------
-# Entry point
-# --------------------------------------------------------------------------------------------
-
-COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
-    "srs": _add_srs_command,
-    "simulate": _add_simulate_command,
-    "fit": _add_fit_command,
-}
-"""Command name → function adding its sub-parser (which sets ``run``)."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``diffmbs`` argument parser with one sub-parser per entry of :data:`COMMANDS`."""
-    parser = _Parser(
-        prog=PROG,
-        description="diffmbs: differentiable multibody dynamics and shock response spectra.",
-        epilog="Run 'diffmbs COMMAND --help' for the options of a command.",
-    )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add_command in COMMANDS.values():
-        add_command(subparsers)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``diffmbs`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
-
-    0 on success (and for ``--help``), 2 for usage errors and for invalid inputs, which are
-    reported as one line ``diffmbs: error: <message>`` on stderr.
-    """
-    configure()  # float64 and the XLA CPU options, before any computation
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a usage error already printed
-        return exit_.code if isinstance(exit_.code, int) else 2
-    try:
-        args.run(args)
-    except (ValueError, OSError) as err:
-        message = " ".join(str(err).split())
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,179 @@
+"""What the job commands do: simulate, fit, sweep and sensitivity of a :class:`~diffmbs.app.Job`.
+
+Each function takes a job (or its path) and an output folder, writes its files atomically and
+returns what it computed; the command line (:mod:`diffmbs.app.cli`) only parses arguments and
+prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import diffrax
+import numpy as np
+
+from diffmbs.channels import flat_channels
+from diffmbs.integrate import simulate
+from diffmbs.io import read_spectrum_csv, write_csv_atomic
+from diffmbs.srs import octave_frequencies
+from identification import (
+    FitResult,
+    Problem,
+    SRSExperiment,
+    fit,
+    grid_values,
+    lhs_values,
+    multistart,
+    save_sensitivity,
+    srs_sensitivity,
+    sweep,
+)
+
+from ._schema import ExperimentSpec, Job, load_job
+from ._tables import ConfigError
+
+__all__ = [
+    "problem_from_job",
+    "run_fit_job",
+    "run_sensitivity_job",
+    "run_sweep_job",
+    "simulate_experiment",
+]
+
+
+def _job(job: Job | str | Path) -> Job:
+    return job if isinstance(job, Job) else load_job(job)
+
+
+def _frequencies(job: Job, experiment: ExperimentSpec) -> np.ndarray:
+    """The experiment's measured frequencies, else the ``[srs]`` band, Hz."""
+    if experiment.srs_path is not None:
+        return read_spectrum_csv(experiment.srs_path)[0]
+    srs = job.srs
+    return octave_frequencies(srs.f_min, srs.f_max, srs.per_octave)
+
+
+def simulate_experiment(job: Job, experiment: ExperimentSpec):
+    """Simulate one experiment of a job: ``(times s (n,), sensor channels in SI {name: (n,)}
+    (see :mod:`diffmbs.channels`), SRS frequencies Hz)``."""
+    ts = job.simulation.sample_times()
+    q0, v0 = experiment.model.initial_state()
+    sim = job.simulation
+    solution = simulate(experiment.model, q0, v0, ts, rtol=sim.rtol, atol=sim.atol,
+                        max_steps=sim.max_steps)  # fmt: skip
+    sensors = {name: np.asarray(values) for name, values in flat_channels(solution.sensors).items()}
+    if sim.sensor not in sensors:
+        raise ConfigError(
+            f"simulation.sensor: {sim.sensor!r} is not a sensor channel of model "
+            f"{job.model_name!r}; one of {', '.join(sensors)}"
+        )
+    return ts, sensors, _frequencies(job, experiment)
+
+
+def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem:
+    """A :class:`~identification.Problem` with one :class:`~identification.SRSExperiment` per
+    job experiment, over the job's ``[[parameters]]``.
+
+    Measured SRS files are in the job's ``[srs] units``; simulations use forward-mode
+    derivatives (``diffrax.ForwardMode``) so that Jacobians by ``jax.jacfwd`` work. With
+    ``measured=False`` an experiment without an SRS file is evaluated over the ``[srs]`` band
+    against a flat 1 m/s² placeholder (for sweeps of predictions and for sensitivities, which do
+    not depend on the measurement).
+    """
+    job = _job(job)
+    space = job.require_parameters()
+    sim = job.simulation
+    options = {"adjoint": diffrax.ForwardMode(), "rtol": sim.rtol, "atol": sim.atol,
+               "max_steps": sim.max_steps}  # fmt: skip
+    experiments = []
+    for i, spec in enumerate(job.experiments):
+        if spec.srs_path is not None:
+            freqs, values = read_spectrum_csv(spec.srs_path)
+            values = values * job.srs.scale
+        elif measured:
+            raise ConfigError(f"experiments[{i}].srs: missing; a fit needs measured data")
+        else:
+            freqs = _frequencies(job, spec)
+            values = np.ones_like(freqs)
+        try:
+            experiments.append(
+                SRSExperiment(spec.name, spec.model, sim.sensor, sim.sample_times(), freqs,
+                              values, damping=job.srs.damping, kind=job.srs.kind,
+                              simulate_kwargs=options)  # fmt: skip
+            )
+        except ValueError as err:
+            raise ConfigError(f"experiments[{i}]: {err}") from err
+    try:
+        return Problem(space, experiments)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
+
+
+def run_fit_job(
+    job: Job | str | Path, out_dir, *, resume=False, progress=True, max_iterations=None
+) -> FitResult:
+    """Fit the job (a :class:`Job` or its path); write the report into ``out_dir``: the fit's
+    ``result.json`` and figures, ``sensitivity_*.csv/png`` at the fitted values, and the
+    checkpoint ``checkpoint.npz``. With ``resume=True`` a checkpoint left in ``out_dir`` by an
+    interrupted run is continued and the result is the same as an uninterrupted run's."""
+    job = _job(job)
+    settings = job.fit
+    problem = problem_from_job(job)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = out_dir / "checkpoint.npz"
+    z0 = None
+    if settings.multistart and not (resume and checkpoint.exists()):
+        starts = multistart(problem, settings.multistart, seed=settings.seed, n_best=1)
+        z0 = starts.z[0]
+        if starts.loss[0] > float(problem.loss(problem.initial_z)):
+            z0 = None  # the configured initial values are better than every sample
+    result = fit(
+        problem,
+        settings.fitter(),
+        z0=z0,
+        max_iterations=max_iterations or settings.max_iterations,
+        checkpoint=checkpoint,
+        checkpoint_every=settings.checkpoint_every,
+        resume=resume,
+        progress=progress,
+    )
+    result.save(out_dir)
+    save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
+    return result
+
+
+def run_sensitivity_job(job: Job | str | Path, out_dir) -> dict[str, Path]:
+    """``∂ SRS_dB / ∂ ln θ`` of every experiment at the parameters' initial values (see
+    :func:`~identification.srs_sensitivity`), written as ``sensitivity_<test>.csv/png``;
+    returns the written files by label."""
+    problem = problem_from_job(job, measured=False)
+    return save_sensitivity(out_dir, problem, srs_sensitivity(problem))
+
+
+def run_sweep_job(job: Job | str | Path, out_dir) -> Path:
+    """The misfit (with measured data) or the SRS of every experiment (without) at the
+    parameter sets of ``[sweep]``, all in batches (``jax.vmap``); written to ``sweep.csv``:
+    one row per set, the parameters (SI) then ``loss_dB2`` or one column per experiment and
+    frequency. Returns the CSV's path."""
+    job = _job(job)
+    measured = all(e.srs_path is not None for e in job.experiments)
+    problem = problem_from_job(job, measured=measured)
+    space, design = problem.space, job.sweep
+    if design.design == "grid":
+        values = grid_values(space, design.samples)
+    else:
+        values = lhs_values(space, design.samples, seed=design.seed)
+    columns = [f"{name} [{p.units or 'SI'}]" for name, p in zip(space.names, space.parameters,
+                                                                 strict=True)]  # fmt: skip
+    data = list(values.T)
+    if measured:
+        columns.append("loss_dB2")
+        data.append(sweep(problem, values, output="loss"))
+    else:
+        unit = job.srs.units
+        for name, srs in sweep(problem, values, output="predictions").items():
+            freqs = problem.experiment(name).abscissa
+            columns += [f"{name} {f:.6g} Hz [{unit}]" for f in freqs]
+            data += list(np.asarray(srs).T / job.srs.scale)
+    return write_csv_atomic(Path(out_dir) / "sweep.csv", columns, data)

@@ -1,0 +1,398 @@
+"""The TOML job file of ``diffmbs simulate | fit | sweep | sensitivity``, read whole.
+
+A job file names a model with its options (see :mod:`diffmbs.app._models` for where names are
+found), the simulation window and sensor, the SRS settings, the experiments, and for fits,
+sweeps and sensitivities the parameters::
+
+    [model]
+    name = "lumped_contact"          # or "multibody", an entry point, "package.module:function"
+    equipment_kg = 325.0             # options of the model's function, in its units
+    parameters = { k_channel = 2.0e7 }   # optional: any model parameter by name, SI
+
+    [simulation]
+    duration_s = 0.15
+    sample_rate_hz = 10000.0
+    sensor = "equipment_acceleration"
+
+    [srs]
+    damping = 0.05
+    kind = "maximax"
+    units = "g"                      # unit of measured SRS files and of reports
+
+    [[experiments]]
+    name = "drop_1ft"
+    srs = "test_1ft_srs.csv"         # relative to this file: frequency_Hz, value columns
+    model = { drop_height_ft = 1.0 } # per-test options (and parameters), on top of [model]
+
+    [[parameters]]
+    name = "k_channel"               # label in reports
+    path = "k_channel"               # the model's parameter name; default: name
+    lower = 1.0e6                    # bounds, SI
+    upper = 1.0e8
+    initial = 4.0e7                  # optional; default: the value in the first experiment's model
+    transform = "log_bounded"        # log_bounded (default) | log | bounded | linear
+    per_experiment = false           # true: one parameter per experiment, named "name@experiment"
+    units = "N/m"                    # optional; default: the model's units for the parameter
+
+    [fit]
+    method = "levenberg_marquardt"   # | gauss_newton | adam | lbfgs
+    max_iterations = 25
+    multistart = 16                  # LHS samples scored in one vmap before refining; 0 = off
+    seed = 0
+    checkpoint_every = 2
+
+    [sweep]
+    design = "lhs"                   # | grid
+    samples = 64                     # LHS rows, or points per parameter of a grid
+    seed = 0
+
+Every error is a :class:`~diffmbs.app.ConfigError` (a ``ValueError``) whose one-line message
+starts with the key at fault, e.g. ``experiments[1].srs: file not found: ...``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from diffmbs.io import acceleration_scale
+from diffmbs.parameters import ParameterError
+from diffmbs.srs import KINDS
+from diffmbs.system import MechanicalSystem
+from identification import (
+    LBFGS,
+    TRANSFORMS,
+    Adam,
+    GaussNewton,
+    LevenbergMarquardt,
+    Parameter,
+    ParameterSpace,
+)
+
+from ._models import build_model
+from ._tables import (
+    ConfigError,
+    check_keys,
+    is_number,
+    read_integer,
+    read_number,
+    read_string,
+    table_of,
+)
+
+__all__ = [
+    "FIT_METHODS",
+    "ExperimentSpec",
+    "FitSettings",
+    "Job",
+    "SRSSettings",
+    "SimulationSettings",
+    "SweepSettings",
+    "load_job",
+]
+
+
+FIT_METHODS = {
+    "levenberg_marquardt": LevenbergMarquardt,
+    "gauss_newton": GaussNewton,
+    "adam": Adam,
+    "lbfgs": LBFGS,
+}
+"""``[fit] method`` → the fitter class (:mod:`identification`)."""
+
+
+@dataclass(frozen=True)
+class SimulationSettings:
+    """The simulated window: ``duration_s`` from the initial state, saved at ``sample_rate_hz``."""
+
+    duration_s: float
+    sample_rate_hz: float
+    sensor: str
+    rtol: float = 1e-8
+    atol: float = 1e-10
+    max_steps: int = 200_000
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str = "simulation"):
+        keys = {"duration_s", "sample_rate_hz", "sensor", "rtol", "atol", "max_steps"}
+        check_keys(table, keys, where)
+        return cls(
+            duration_s=read_number(table, "duration_s", where),
+            sample_rate_hz=read_number(table, "sample_rate_hz", where),
+            sensor=read_string(table, "sensor", where, "equipment_acceleration"),
+            rtol=read_number(table, "rtol", where, cls.rtol),
+            atol=read_number(table, "atol", where, cls.atol),
+            max_steps=read_integer(table, "max_steps", where, cls.max_steps, minimum=1),
+        )
+
+    @property
+    def dt(self) -> float:
+        return 1.0 / self.sample_rate_hz
+
+    def sample_times(self) -> np.ndarray:
+        """Saved times, s, shape ``(n,)``: 0, dt, ..., duration."""
+        n = int(round(self.duration_s * self.sample_rate_hz))
+        return np.arange(n + 1) * self.dt
+
+
+@dataclass(frozen=True)
+class SRSSettings:
+    """Damping, kind and reporting unit of the SRS; frequencies come from the data or a band."""
+
+    damping: float = 0.05
+    kind: str = "maximax"
+    units: str = "g"
+    f_min: float = 5.0
+    f_max: float = 1000.0
+    per_octave: int = 12
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str = "srs"):
+        check_keys(table, {"damping", "kind", "units", "f_min", "f_max", "per_octave"}, where)
+        kind = table.get("kind", cls.kind)
+        if kind not in KINDS:
+            raise ConfigError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+        units = table.get("units", cls.units)
+        try:
+            acceleration_scale(units)
+        except ValueError as err:
+            raise ConfigError(f"{where}.units: {err}") from err
+        damping = read_number(table, "damping", where, cls.damping)
+        if damping >= 1:
+            raise ConfigError(f"{where}.damping: a damping ratio below 1, got {damping}")
+        settings = cls(
+            damping=damping,
+            kind=kind,
+            units=units,
+            f_min=read_number(table, "f_min", where, cls.f_min),
+            f_max=read_number(table, "f_max", where, cls.f_max),
+            per_octave=read_integer(table, "per_octave", where, cls.per_octave, minimum=1),
+        )
+        if settings.f_min >= settings.f_max:
+            raise ConfigError(f"{where}: f_min ({settings.f_min}) must be below f_max")
+        return settings
+
+    @property
+    def scale(self) -> float:
+        """m/s² per reporting unit."""
+        return acceleration_scale(self.units)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The ``[fit]`` table: method, iteration budget, multi-start and checkpoint cadence."""
+
+    method: str = "levenberg_marquardt"
+    max_iterations: int = 25
+    multistart: int = 0
+    seed: int = 0
+    checkpoint_every: int = 2
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str = "fit"):
+        check_keys(table, {"method", "max_iterations", "multistart", "seed", "checkpoint_every"},
+                   where)  # fmt: skip
+        method = table.get("method", cls.method)
+        if method not in FIT_METHODS:
+            raise ConfigError(f"{where}.method: {method!r} is not one of {', '.join(FIT_METHODS)}")
+        return cls(
+            method=method,
+            max_iterations=read_integer(table, "max_iterations", where, cls.max_iterations, 1),
+            multistart=read_integer(table, "multistart", where, cls.multistart, 0),
+            seed=read_integer(table, "seed", where, cls.seed, 0),
+            checkpoint_every=read_integer(table, "checkpoint_every", where, 2, 1),
+        )
+
+    def fitter(self):
+        return FIT_METHODS[self.method]()
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """The ``[sweep]`` table: a Latin hypercube of ``samples`` rows, or a full grid of
+    ``samples`` points per parameter, over the parameters' bounds."""
+
+    design: str = "lhs"
+    samples: int = 64
+    seed: int = 0
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str = "sweep"):
+        check_keys(table, {"design", "samples", "seed"}, where)
+        design = table.get("design", cls.design)
+        if design not in ("lhs", "grid"):
+            raise ConfigError(f"{where}.design: {design!r} is neither 'lhs' nor 'grid'")
+        return cls(
+            design=design,
+            samples=read_integer(table, "samples", where, cls.samples, 2),
+            seed=read_integer(table, "seed", where, cls.seed, 0),
+        )
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """One test: its name, its model (the shared options plus its own), its measured SRS file."""
+
+    name: str
+    model: MechanicalSystem
+    model_options: dict[str, Any]
+    srs_path: Path | None
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job file, read and checked whole. ``parameters`` is ``None`` without
+    ``[[parameters]]`` tables (a simulation job)."""
+
+    path: Path
+    model_name: str
+    simulation: SimulationSettings
+    srs: SRSSettings
+    experiments: tuple[ExperimentSpec, ...]
+    parameters: ParameterSpace | None
+    fit: FitSettings
+    sweep: SweepSettings
+
+    def require_parameters(self) -> ParameterSpace:
+        if self.parameters is None:
+            raise ConfigError("parameters: expected one or more [[parameters]] tables")
+        return self.parameters
+
+
+JOB_KEYS = {"model", "simulation", "srs", "experiments", "parameters", "fit", "sweep"}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"job file not found: {path}")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: {err}") from err
+
+
+def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]:
+    """One model per ``[[experiments]]`` table (or one experiment, "run")."""
+    name = model_table.get("name")
+    shared_options = {k: v for k, v in model_table.items() if k not in ("name", "parameters")}
+    shared_parameters = table_of(model_table.get("parameters", {}), "model.parameters")
+    tables = raw.get("experiments", [{"name": "run"}])
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError("experiments: expected one or more [[experiments]] tables")
+    experiments, seen = [], set()
+    for i, table in enumerate(tables):
+        where = f"experiments[{i}]"
+        check_keys(table, {"name", "srs", "model"}, where)
+        exp_name = read_string(table, "name", where)
+        if exp_name in seen:
+            raise ConfigError(f"{where}.name: duplicate experiment name {exp_name!r}")
+        seen.add(exp_name)
+        own = dict(table_of(table.get("model", {}), f"{where}.model"))
+        if "name" in own:
+            raise ConfigError(f"{where}.model.name: every experiment uses [model] name")
+        own_parameters = table_of(own.pop("parameters", {}), f"{where}.model.parameters")
+        options = {**shared_options, **own}
+        parameters = {**shared_parameters, **own_parameters}
+        where_model = f"{where}.model" if own or own_parameters else "model"
+        model = build_model(name, options, parameters, where_model, base_dir)
+        srs_path = None
+        if "srs" in table:
+            srs_path = (base_dir / read_string(table, "srs", where)).resolve()
+            if not srs_path.is_file():
+                raise ConfigError(f"{where}.srs: file not found: {srs_path}")
+        if parameters:
+            options["parameters"] = parameters
+        experiments.append(ExperimentSpec(exp_name, model, options, srs_path))
+    return tuple(experiments)
+
+
+_PARAMETER_KEYS = {
+    "name", "path", "lower", "upper", "initial", "transform", "per_experiment", "units",
+}  # fmt: skip
+
+
+def _model_value(model: MechanicalSystem, path: str, where: str) -> tuple[float, str]:
+    """The scalar value of parameter ``path`` in ``model`` and its units ("" if unknown)."""
+    try:
+        value = np.asarray(model.parameter(path))
+    except ParameterError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    if value.size != 1:
+        raise ConfigError(f"{where}: {path!r} is not a scalar; give 'initial'")
+    units = model.parameter_paths().get(path, ((), ""))[1]
+    return float(value), units
+
+
+def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> ParameterSpace | None:
+    """The ``[[parameters]]`` tables, checked against the experiments' models."""
+    if tables is None:
+        return None
+    if not isinstance(tables, list) or not tables:
+        raise ConfigError("parameters: expected one or more [[parameters]] tables")
+    names = [e.name for e in experiments]
+    parameters = []
+    for i, table in enumerate(tables):
+        where = f"parameters[{i}]"
+        check_keys(table, _PARAMETER_KEYS, where)
+        name = read_string(table, "name", where)
+        path = read_string(table, "path", where, name)
+        for key in ("lower", "upper"):
+            if key not in table:
+                raise ConfigError(f"{where}.{key}: missing (bounds in SI units)")
+        lower, upper = table["lower"], table["upper"]
+        if not (is_number(lower) and is_number(upper)):
+            raise ConfigError(f"{where}: lower and upper must be numbers")
+        if not lower < upper:
+            raise ConfigError(f"{where}: lower ({lower:g}) must be below upper ({upper:g})")
+        transform = table.get("transform", "log_bounded")
+        if transform not in TRANSFORMS:
+            raise ConfigError(f"{where}.transform: {transform!r} is not one of {TRANSFORMS}")
+        per_experiment = table.get("per_experiment", False)
+        if not isinstance(per_experiment, bool):
+            raise ConfigError(f"{where}.per_experiment: expected true or false")
+        groups = [(e,) for e in names] if per_experiment else [None]
+        for group in groups:
+            label = name if group is None else f"{name}@{group[0]}"
+            model = experiments[0 if group is None else names.index(group[0])].model
+            value, units = _model_value(model, path, f"{where}.path")
+            initial = table.get("initial", value)
+            if not is_number(initial) or not lower <= initial <= upper:
+                raise ConfigError(f"{where}.initial: {initial!r} is outside [{lower:g}, {upper:g}]")
+            try:
+                parameters.append(
+                    Parameter(label, path, lower, upper, float(initial), transform,
+                              experiments=group, units=table.get("units", units))
+                )  # fmt: skip
+            except ValueError as err:
+                raise ConfigError(f"{where}: {err}") from err
+    try:
+        return ParameterSpace(parameters)
+    except ValueError as err:
+        raise ConfigError(f"parameters: {err}") from err
+
+
+def load_job(path) -> Job:
+    """Read and check a whole job file: one model per experiment (or one, named "run"), the
+    parameters against those models, and the settings of every command."""
+    path = Path(path).resolve()
+    raw = _read_toml(path)
+    check_keys(raw, JOB_KEYS, "job")
+    model_table = table_of(raw.get("model", {}), "model")
+    if "simulation" not in raw:
+        raise ConfigError("simulation: missing table (duration_s, sample_rate_hz, sensor)")
+    experiments = _experiments(raw, model_table, path.parent)
+    return Job(
+        path=path,
+        model_name=model_table["name"],
+        simulation=SimulationSettings.from_table(raw["simulation"]),
+        srs=SRSSettings.from_table(raw.get("srs", {})),
+        experiments=experiments,
+        parameters=_parameters(raw.get("parameters"), experiments),
+        fit=FitSettings.from_table(raw.get("fit", {})),
+        sweep=SweepSettings.from_table(raw.get("sweep", {})),
+    )
