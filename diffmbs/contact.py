@@ -67,7 +67,10 @@ from diffmbs import selection
 
 __all__ = [
     "DAMPING_LAWS",
+    "AbstractHuntCrossley",
     "OneSidedStop",
+    "as_float_leaf",
+    "contact_energy",
     "damping_from_restitution",
     "hunt_crossley_force",
     "restitution_from_damping",
@@ -167,35 +170,66 @@ def hunt_crossley_force(
     return elastic * dissipative
 
 
-class OneSidedStop(eqx.Module):
-    """A one-sided stop (e.g. hammer–anvil impact, anvil upper/lower stop) with Hunt–Crossley law.
+def contact_energy(
+    penetration: ArrayLike, stiffness: ArrayLike, exponent: float = 1.5, smoothing: float = 1e-6
+) -> Array:
+    """Elastic energy ``K δ_sⁿ⁺¹ / (n+1)`` (J) of the contact at penetration δ (m), with the
+    smoothed penetration of :func:`hunt_crossley_force` (exact for ``δ ≫ ε``, finite
+    derivatives everywhere)."""
+    ds = smoothing * jnp.logaddexp(0.0, _as_float(penetration) / smoothing)
+    pos = ds > 0
+    power = jnp.where(pos, jnp.where(pos, ds, 1.0) ** (exponent + 1), 0.0)
+    return _as_float(stiffness) * power / (exponent + 1)
 
-    Parameters (float leaves, may be arrays for a stack of stops and are differentiable):
-        stiffness: K (N/mⁿ).
-        damping: χ (s/m); from a restitution coefficient with :meth:`from_restitution`.
-    Static fields:
-        exponent: n (1.5 Hertzian, 1 linear).
-        smoothing: ε (m), onset length scale (see :func:`hunt_crossley_force`).
+
+def as_float_leaf(x: ArrayLike) -> Array:
+    """Converter for parameter fields: a float64 JAX array (a traced value passes through)."""
+    if isinstance(x, jax.core.Tracer):
+        return x
+    return jnp.asarray(x, dtype=float)
+
+
+class AbstractHuntCrossley(eqx.Module):
+    """The parameter set of a Hunt–Crossley contact, declared here once and inherited by every
+    contact and stop of diffmbs (:class:`OneSidedStop`, the lumped models' impacts and stops,
+    the multibody sphere/point–plane and sphere–sphere contacts, length stops), so each element
+    names them alike (``"impact.stiffness"``, ``"impact.damping"``) and with units.
+
+    Keyword-only fields (they follow the geometry of the element in its constructor):
+        stiffness: K (N/mⁿ), a parameter.
+        damping: χ (s/m), a parameter (from a restitution: :func:`damping_from_restitution`).
+        exponent: n, static (1.5 Hertzian, 1 linear).
+        smoothing: ε (m), static: the onset length scale (see :func:`hunt_crossley_force`).
+    """
+
+    stiffness: Array = eqx.field(kw_only=True, converter=as_float_leaf,
+                                 metadata={"units": "N/m^n"})  # fmt: skip
+    damping: Array = eqx.field(kw_only=True, default=0.0, converter=as_float_leaf,
+                               metadata={"units": "s/m"})  # fmt: skip
+    exponent: float = eqx.field(kw_only=True, static=True, default=1.5)
+    smoothing: float = eqx.field(kw_only=True, static=True, default=1e-6)
+
+    def contact_force(self, penetration: ArrayLike, penetration_rate: ArrayLike) -> Array:
+        """Contact force (N, ≥ 0) at penetration δ (m) and rate δ̇ (m/s); broadcasts."""
+        return hunt_crossley_force(penetration, penetration_rate, self.stiffness, self.damping,
+                                   self.exponent, self.smoothing)  # fmt: skip
+
+    def contact_energy(self, penetration: ArrayLike) -> Array:
+        """Elastic energy (J) at penetration δ (m) (:func:`contact_energy`)."""
+        return contact_energy(penetration, self.stiffness, self.exponent, self.smoothing)
+
+
+class OneSidedStop(AbstractHuntCrossley):
+    """A one-sided stop (e.g. hammer–anvil impact, anvil upper/lower stop): the Hunt–Crossley
+    parameter set alone (stiffness and damping may be arrays for a stack of stops).
 
     Call it with the penetration and its rate, or use :meth:`force_from_gap` with the gap
     (g = −δ, open when g > 0) and its rate.
     """
 
-    stiffness: ArrayLike
-    damping: ArrayLike
-    exponent: float = eqx.field(static=True, default=1.5)
-    smoothing: float = eqx.field(static=True, default=1e-6)
-
     def __call__(self, penetration: ArrayLike, penetration_rate: ArrayLike) -> Array:
         """Contact force (N, ≥ 0) for penetration δ (m) and rate δ̇ (m/s); broadcasts."""
-        return hunt_crossley_force(
-            penetration,
-            penetration_rate,
-            self.stiffness,
-            self.damping,
-            self.exponent,
-            self.smoothing,
-        )
+        return self.contact_force(penetration, penetration_rate)
 
     def force_from_gap(self, gap: ArrayLike, gap_rate: ArrayLike) -> Array:
         """Contact force (N, ≥ 0) for gap g = −δ (m, > 0 open) and its rate ġ (m/s)."""
@@ -214,7 +248,8 @@ class OneSidedStop(eqx.Module):
     ) -> OneSidedStop:
         """Stop whose damping reproduces ``restitution`` at ``impact_speed`` (m/s) by ``law``."""
         chi = damping_from_restitution(restitution, impact_speed, law=law)
-        return cls(stiffness, chi, float(exponent), float(smoothing))
+        return cls(stiffness=stiffness, damping=chi, exponent=float(exponent),
+                   smoothing=float(smoothing))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- restitution

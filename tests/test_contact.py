@@ -318,7 +318,8 @@ def test_one_sided_stop():
     assert float(grads.stiffness) == pytest.approx(2e-3**1.5 * 1.3, rel=1e-12)
     assert float(grads.damping) == pytest.approx(1e10 * 2e-3**1.5, rel=1e-12)
     # a stack of stops under vmap
-    stack = OneSidedStop(jnp.array([1e9, 1e10]), jnp.array([0.0, 0.3]), 1.5, 1e-9)
+    stack = OneSidedStop(stiffness=jnp.array([1e9, 1e10]), damping=jnp.array([0.0, 0.3]),
+                         exponent=1.5, smoothing=1e-9)  # fmt: skip
     forces = eqx.filter_vmap(lambda s: s(2e-3, 1.0))(stack)
     np.testing.assert_allclose(forces, [1e9 * 2e-3**1.5, 1e10 * 2e-3**1.5 * 1.3], rtol=1e-13)
     from_e = OneSidedStop.from_restitution(1e10, 0.5, V0, smoothing=1e-9)

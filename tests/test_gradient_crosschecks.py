@@ -165,7 +165,7 @@ HORIZON = {"joint": (1.0, 5e-4), "full": (0.5, 1e-3)}  # (t1, dt) s: 2000 and 50
 
 
 def _spring(builder):
-    stops = mb.LengthStops(None, UPPER, P0[2], P0[3], smoothing=STOP_ONSET)
+    stops = mb.LengthStops(None, UPPER, stiffness=P0[2], damping=P0[3], smoothing=STOP_ONSET)
     builder.add_force("spring", mb.SpringDamper("ground", ANCHOR, "coupler", ATTACH, P0[0], 0.6,
                                                 0.5, stops=stops))  # fmt: skip
     builder.add_sensor("point", mb.PointPosition("coupler", (0.3, 0.0, 0.0)))

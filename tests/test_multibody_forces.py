@@ -132,7 +132,8 @@ def build():
             )
         )
     b.add_joint("hinge", mb.Revolute("a", HINGE_I, "b", HINGE_J))  # not assembled: irrelevant
-    stops = mb.LengthStops(None, STOP["upper"], STOP["stiffness"], STOP["damping"])
+    stops = mb.LengthStops(None, STOP["upper"], stiffness=STOP["stiffness"],
+                           damping=STOP["damping"])  # fmt: skip
     b.add_force(
         "spring", mb.SpringDamper("ground", ANCHOR, "a", SPRING_POINT, K, L0, C, F_ACT, stops)
     )
@@ -140,14 +141,17 @@ def build():
     b.add_force("bush", mb.Bushing("b", BUSH_I, "c", BUSH_J, K_BUSH, KR_BUSH, C_BUSH, CR_BUSH))
     b.add_force(
         "ball_ball",
-        mb.SphereSphere("a", SPHERE_A, R_SPHERE, "b", SPHERE_B, R_SPHERE, K_CONTACT, CHI),
+        mb.SphereSphere("a", SPHERE_A, R_SPHERE, "b", SPHERE_B, R_SPHERE, stiffness=K_CONTACT,
+                        damping=CHI),  # fmt: skip
     )
     b.add_force(
         "ball_floor",
-        mb.SpherePlane("c", SPHERE_C, R_SPHERE, "ground", (0, 0, 0), PLANE_NORMAL, K_CONTACT, CHI),
+        mb.SpherePlane("c", SPHERE_C, R_SPHERE, "ground", (0, 0, 0), PLANE_NORMAL,
+                       stiffness=K_CONTACT, damping=CHI),  # fmt: skip
     )
     b.add_force(
-        "tip", mb.PointPlane("b", POINT_B, "a", PLANE_ON_A_POINT, PLANE_ON_A_NORMAL, K_CONTACT, CHI)
+        "tip", mb.PointPlane("b", POINT_B, "a", PLANE_ON_A_POINT, PLANE_ON_A_NORMAL,
+                            stiffness=K_CONTACT, damping=CHI)  # fmt: skip
     )
     b.add_force("push", mb.AppliedForce("c", APPLIED_POINT, applied_force, axes="body"))
     b.add_force("twist", mb.AppliedTorque("a", applied_torque))
@@ -358,7 +362,7 @@ def test_derivatives_stay_finite_at_degenerate_geometry():
     still = mb.BodyKinematics(jnp.zeros(3), jnp.eye(3), jnp.zeros(3), jnp.zeros(3), jnp.zeros(3))
     elements = [
         mb.SpringDamper("a", (0, 0, 0), "b", (0, 0, 0), 10.0, 0.5, 1.0),
-        mb.SphereSphere("a", (0, 0, 0), 0.1, "b", (0, 0, 0), 0.1, 1e5, 0.3),
+        mb.SphereSphere("a", (0, 0, 0), 0.1, "b", (0, 0, 0), 0.1, stiffness=1e5, damping=0.3),
     ]
     for element in elements:
 

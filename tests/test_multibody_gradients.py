@@ -46,7 +46,8 @@ def drop_model():
     )
     b.add_force(
         "contact",
-        mb.SpherePlane("ball", (0, 0, 0), RADIUS, "ground", (0, 0, 0), (0, 0, 1), VALUES[2], 0.3),
+        mb.SpherePlane("ball", (0, 0, 0), RADIUS, "ground", (0, 0, 0), (0, 0, 1),
+                       stiffness=VALUES[2], damping=0.3),  # fmt: skip
     )
     b.add_sensor("contact_force", mb.ElementForce("contact"))
     return b.build()

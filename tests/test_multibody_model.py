@@ -116,14 +116,15 @@ def python_model(mesh):
         ),
     )
     b.add_joint("rail", mb.Cylindrical("ground", mb.Frame((0.3, 0, -0.2)), "block", (0, 0, 0)))
-    stops = mb.LengthStops(None, 0.4, 1e6, 0.2)
+    stops = mb.LengthStops(None, 0.4, stiffness=1e6, damping=0.2)
     b.add_force(
         "link",
         mb.SpringDamper("crank", (0.2, 0, 0), "block", (0, 0, 0), 500.0, 0.25, 3.0, 0.0, stops),
     )
     b.add_force(
         "floor",
-        mb.SpherePlane("block", (0, 0, -0.05), 0.03, "ground", (0, 0, -0.3), (0, 0, 1), 1e6, 0.3),
+        mb.SpherePlane("block", (0, 0, -0.05), 0.03, "ground", (0, 0, -0.3), (0, 0, 1),
+                       stiffness=1e6, damping=0.3),  # fmt: skip
     )
     b.add_force("torsion", mb.RotationalSpringDamper("drive", 2.0))
     b.add_sensor("acc", mb.PointAcceleration("block", (0, 0, 0.01), "body", True))

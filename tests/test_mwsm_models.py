@@ -123,13 +123,13 @@ def test_static_equilibrium():
     x_h, x_a, x_b, x_e = q
     k_b = (m_b + m_a + m_e) * (2 * math.pi * 3.0) ** 2
     k_c = m_e * (2 * math.pi * 60.0) ** 2
-    chi_s = float(model.chi_stop)
+    chi_s = float(model.stops.damping)
     # element forces by hand
     bed = k_b * x_b
     low = _hc(x_b - x_a, 0.0, 1e11, chi_s)
     up = _hc(x_a - x_b - 3 * 0.0254, 0.0, 1e11, chi_s)
     chan = k_c * (x_e - x_a)
-    imp = _hc(x_h - x_a, float(v[0]), 5e10, float(model.chi_impact))
+    imp = _hc(x_h - x_a, float(v[0]), 5e10, float(model.impact.damping))
     np.testing.assert_allclose(-bed, (m_b + m_a + m_e) * g, rtol=1e-9)
     np.testing.assert_allclose(low, (m_a + m_e) * g, rtol=1e-9)
     np.testing.assert_allclose(-chan, m_e * g, rtol=1e-9)
@@ -154,8 +154,8 @@ def test_static_equilibrium():
 def test_contact_reduces_to_momentum_balance(e):
     """A very stiff, short impact gives the Welch–Saunders post-impact anvil velocity."""
     model = LumpedContactModel.from_machine(k_impact=1e13, e_impact=e)
-    assert float(model.chi_impact) == pytest.approx(
-        float(LumpedContactModel.from_machine().with_restitution(e_impact=e).chi_impact)
+    assert float(model.impact.damping) == pytest.approx(
+        float(LumpedContactModel.from_machine().with_restitution(e_impact=e).impact.damping)
     )
     q0, v0 = model.static_equilibrium_state()
     m_h, m_a = 3000 * 0.45359237, 4500 * 0.45359237
@@ -178,12 +178,12 @@ def test_contact_reduces_to_momentum_balance(e):
 
 def test_contact_model_gradients_match_finite_differences():
     base = LumpedContactModel.from_machine()
-    p0 = np.array([float(base.k_impact), 0.3625, float(base.k_channel)])
+    p0 = np.array([float(base.impact.stiffness), 0.3625, float(base.k_channel)])
     ts = jnp.linspace(0.0, 0.02, 101)
 
     @jax.jit
     def final_equipment_velocity(p):
-        model = eqx.tree_at(lambda m: (m.k_impact, m.k_channel), base, (p[0], p[2]))
+        model = eqx.tree_at(lambda m: (m.impact.stiffness, m.k_channel), base, (p[0], p[2]))
         model = model.with_restitution(e_impact=p[1])
         q0, v0 = model.static_equilibrium_state()
         sol = diffmbs.simulate(

@@ -81,7 +81,8 @@ def test_lumped_model_parameters_by_field_name_with_units():
     model = LumpedContactModel.from_machine()
     listed = model.parameter_paths()
     assert listed["k_channel"] == ((), "N/m") and listed["m_equipment"] == ((), "kg")
-    assert "impact_exponent" not in listed  # static
+    assert listed["impact.stiffness"] == ((), "N/m^n") and listed["stops.damping"] == ((), "s/m")
+    assert "impact.exponent" not in listed  # static
     assert float(model.with_parameter("k_bed", 2.0e7).k_bed) == 2.0e7
     assert float(model.parameter("zeta_channel")) == float(model.zeta_channel)
     with pytest.raises(KeyError, match="has no 'k_chanel'; it has: m_hammer"):
@@ -90,7 +91,7 @@ def test_lumped_model_parameters_by_field_name_with_units():
 
 def spring_four_bar():
     def spring(builder):
-        stops = mb.LengthStops(None, 0.95, 2e5, 0.2)
+        stops = mb.LengthStops(None, 0.95, stiffness=2e5, damping=0.2)
         builder.add_force("spring", mb.SpringDamper("ground", (0.5, 1.2, 0.0), "coupler",
                                                     (0.2, 0.0, 0.0), 200.0, 0.6, 0.5,
                                                     stops=stops))  # fmt: skip

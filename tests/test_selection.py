@@ -136,7 +136,7 @@ def test_values_ties_and_edge_cases():
 # --------------------------------------------------------------------------- force elements
 
 COM = (np.array([0.01, -0.02, 0.03]), np.array([-0.02, 0.0, 0.01]))
-STOPS = mb.LengthStops(0.27, 0.33, 2e6, 2.0, smoothing=1e-3)
+STOPS = mb.LengthStops(0.27, 0.33, stiffness=2e6, damping=2.0, smoothing=1e-3)
 KW = {"damping": 2.0, "smoothing": 1e-3}
 P_I, P_J = np.array([0.02, 0.01, -0.01]), np.array([-0.01, 0.03, 0.02])
 HINGE_I = mb.Frame.from_axis((0.1, 0.0, 0.0), (0.0, 1.0, 0.3))
@@ -186,15 +186,15 @@ ELEMENTS = {
     ),
     "applied_torque": (mb.AppliedTorque("i", lambda t, k: 0.3 * k.angular_velocity), None),
     "sphere_plane": (
-        mb.SpherePlane("i", P_I, 0.1, "j", PLANE_POINT, NORMAL, 1e6, **KW),
+        mb.SpherePlane("i", P_I, 0.1, "j", PLANE_POINT, NORMAL, stiffness=1e6, **KW),
         ("height", P_I, 0.1, (-0.02, 0.005)),
     ),
     "point_plane": (
-        mb.PointPlane("i", P_I, "j", PLANE_POINT, NORMAL, 1e6, **KW),
+        mb.PointPlane("i", P_I, "j", PLANE_POINT, NORMAL, stiffness=1e6, **KW),
         ("height", P_I, 0.0, (-0.02, 0.005)),
     ),
     "sphere_sphere": (
-        mb.SphereSphere("i", P_I, 0.1, "j", P_J, 0.12, 1e6, **KW),
+        mb.SphereSphere("i", P_I, 0.1, "j", P_J, 0.12, stiffness=1e6, **KW),
         ("length", P_I, P_J, (0.2, 0.23)),
     ),
 }

@@ -39,7 +39,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from diffmbs.contact import damping_from_restitution, hunt_crossley_force
+from diffmbs.contact import OneSidedStop, damping_from_restitution
 from diffmbs.system import MechanicalSystem
 
 __all__ = [
@@ -321,8 +321,10 @@ class LumpedContactModel(MechanicalSystem):
     restitution ``e_h`` at the impact speed ``v0`` (:func:`damping_from_restitution`, exact law
     by default, in :meth:`from_machine` and :meth:`with_restitution`); χ_s likewise from ``e_s``
     at the reference speed 0.545 ``v0`` (about the speed at which the anvil meets its upper
-    stops). χ_h and χ_s are the parameters (leaves); the damping root solve stays out of the
-    integration loop, which keeps compile times small.
+    stops). The two contacts are :class:`~diffmbs.contact.OneSidedStop` parameter sets, named
+    ``impact.stiffness`` (K_h), ``impact.damping`` (χ_h), ``stops.stiffness`` (K_s) and
+    ``stops.damping`` (χ_s) for fits; the damping root solve stays out of the integration loop,
+    which keeps compile times small.
     Sensors: ``equipment_acceleration`` (ẍ_e, m/s², absolute, without gravity: what an
     accelerometer records, 0 at rest), ``impact_force`` (F_imp, N), ``anvil_velocity`` (m/s).
     """
@@ -331,11 +333,9 @@ class LumpedContactModel(MechanicalSystem):
     m_anvil: ArrayLike = eqx.field(metadata={"units": "kg"})
     m_bed: ArrayLike = eqx.field(metadata={"units": "kg"})
     m_equipment: ArrayLike = eqx.field(metadata={"units": "kg"})
-    k_impact: ArrayLike = eqx.field(metadata={"units": "N/m^n"})
-    chi_impact: ArrayLike = eqx.field(metadata={"units": "s/m"})
+    impact: OneSidedStop
     impact_speed: ArrayLike = eqx.field(metadata={"units": "m/s"})
-    k_stop: ArrayLike = eqx.field(metadata={"units": "N/m^n"})
-    chi_stop: ArrayLike = eqx.field(metadata={"units": "s/m"})
+    stops: OneSidedStop
     travel: ArrayLike = eqx.field(metadata={"units": "m"})
     k_bed: ArrayLike = eqx.field(metadata={"units": "N/m"})
     zeta_bed: ArrayLike = eqx.field(metadata={"units": "1"})
@@ -343,9 +343,6 @@ class LumpedContactModel(MechanicalSystem):
     zeta_channel: ArrayLike = eqx.field(metadata={"units": "1"})
     gravity: ArrayLike = eqx.field(metadata={"units": "m/s^2"})
     hammer_gap: ArrayLike = eqx.field(metadata={"units": "m"})
-    impact_exponent: float = eqx.field(static=True, default=1.5)
-    stop_exponent: float = eqx.field(static=True, default=1.5)
-    smoothing: float = eqx.field(static=True, default=SMOOTHING)
 
     @classmethod
     def from_machine(
@@ -386,11 +383,19 @@ class LumpedContactModel(MechanicalSystem):
             m_anvil=f(m_a),
             m_bed=f(m_b),
             m_equipment=f(m_e),
-            k_impact=f(k_impact),
-            chi_impact=damping_from_restitution(e_impact, v0, damping_law),
+            impact=OneSidedStop(
+                stiffness=f(k_impact),
+                damping=damping_from_restitution(e_impact, v0, damping_law),
+                exponent=float(impact_exponent),
+                smoothing=float(smoothing),
+            ),
             impact_speed=f(v0),
-            k_stop=f(k_stop),
-            chi_stop=damping_from_restitution(e_stop, NRL_VELOCITY_RATIO * v0, damping_law),
+            stops=OneSidedStop(
+                stiffness=f(k_stop),
+                damping=damping_from_restitution(e_stop, NRL_VELOCITY_RATIO * v0, damping_law),
+                exponent=float(stop_exponent),
+                smoothing=float(smoothing),
+            ),
             travel=f(travel_in * INCH),
             k_bed=f(_stiffness(m_b + m_a + m_e, bed_hz)),
             zeta_bed=f(zeta_bed),
@@ -398,9 +403,6 @@ class LumpedContactModel(MechanicalSystem):
             zeta_channel=f(zeta_channel),
             gravity=f(G),
             hammer_gap=f(hammer_gap),
-            impact_exponent=float(impact_exponent),
-            stop_exponent=float(stop_exponent),
-            smoothing=float(smoothing),
         )
 
     def with_restitution(
@@ -420,7 +422,7 @@ class LumpedContactModel(MechanicalSystem):
         out = self
         if e_impact is not None:
             chi = damping_from_restitution(e_impact, self.impact_speed, law)
-            out = eqx.tree_at(lambda m: m.chi_impact, out, chi)
+            out = eqx.tree_at(lambda m: m.impact.damping, out, chi)
         if e_stop is not None:
             v_ref = (
                 NRL_VELOCITY_RATIO * self.impact_speed
@@ -428,7 +430,7 @@ class LumpedContactModel(MechanicalSystem):
                 else stop_reference_speed
             )
             chi = damping_from_restitution(e_stop, v_ref, law)
-            out = eqx.tree_at(lambda m: m.chi_stop, out, chi)
+            out = eqx.tree_at(lambda m: m.stops.damping, out, chi)
         return out
 
     # -- derived parameters
@@ -447,17 +449,9 @@ class LumpedContactModel(MechanicalSystem):
         """The element forces (N) F_imp, F_low, F_up, F_ch, F_bed (signs: class docstring)."""
         x_h, x_a, x_b, x_e = q
         v_h, v_a, v_b, v_e = v
-        eps = self.smoothing
-        f_imp = hunt_crossley_force(
-            x_h - x_a, v_h - v_a, self.k_impact, self.chi_impact, self.impact_exponent, eps
-        )
-        chi_s = self.chi_stop
-        f_low = hunt_crossley_force(
-            x_b - x_a, v_b - v_a, self.k_stop, chi_s, self.stop_exponent, eps
-        )
-        f_up = hunt_crossley_force(
-            x_a - x_b - self.travel, v_a - v_b, self.k_stop, chi_s, self.stop_exponent, eps
-        )
+        f_imp = self.impact(x_h - x_a, v_h - v_a)
+        f_low = self.stops(x_b - x_a, v_b - v_a)
+        f_up = self.stops(x_a - x_b - self.travel, v_a - v_b)
         f_ch = self.k_channel * (x_e - x_a) + self.c_channel * (v_e - v_a)
         f_bed = self.k_bed * x_b + self.c_bed * v_b
         return {
@@ -496,8 +490,8 @@ class LumpedContactModel(MechanicalSystem):
     # -- initial state
     def _stop_penetration(self, load: Array) -> Array:
         """Penetration δ with ``K_s δ_sⁿ = load`` for the smoothed δ_s = ε softplus(δ/ε)."""
-        eps = self.smoothing
-        ds = (load / self.k_stop) ** (1.0 / self.stop_exponent)
+        eps = self.stops.smoothing
+        ds = (load / self.stops.stiffness) ** (1.0 / self.stops.exponent)
         # invert δ_s = ε ln(1 + e^(δ/ε)):  δ = δ_s + ε ln(1 − e^(−δ_s/ε))
         return ds + eps * jnp.log(-jnp.expm1(-ds / eps))
 

@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs._linalg import matvec
+from diffmbs.contact import as_float_leaf
 from diffmbs.rotations import frame_from_axes, quat_derivative, quat_to_matrix
 
 __all__ = ["GROUND", "BodyKinematics", "BodyStack", "Frame", "RigidBody"]
@@ -54,11 +55,8 @@ def concrete_or_none(x) -> np.ndarray | None:
         return None
 
 
-def as_float_array(x: ArrayLike) -> Array:
-    """Converter for float fields: a float64 JAX array (a traced value passes through)."""
-    if isinstance(x, jax.core.Tracer):
-        return x
-    return jnp.asarray(x, dtype=float)
+as_float_array = as_float_leaf
+"""Converter for float fields: a float64 JAX array (a traced value passes through)."""
 
 
 def as_vector3(x: ArrayLike) -> Array:

@@ -2,8 +2,10 @@
 
 Each contact has the normal law of :func:`diffmbs.contact.hunt_crossley_force`:
 ``F = K δ_sⁿ max(1 + χ δ̇, 0)`` with the smoothed penetration ``δ_s = ε softplus(δ/ε)``, so the
-force is never tensile and its onset is smooth over ``ε``. Parameters: ``stiffness`` K (N/mⁿ),
-``damping`` χ (s/m); static: ``exponent`` n (1.5 Hertzian), ``smoothing`` ε (m). No friction.
+force is never tensile and its onset is smooth over ``ε``. Its parameters are the shared set of
+:class:`diffmbs.contact.AbstractHuntCrossley`, keyword-only after the geometry: ``stiffness`` K
+(N/mⁿ), ``damping`` χ (s/m); static: ``exponent`` n (1.5 Hertzian), ``smoothing`` ε (m). No
+friction.
 
 Geometry (body-frame points and directions, metres):
 
@@ -29,7 +31,7 @@ import numpy as np
 from jaxtyping import Array
 
 from diffmbs._linalg import matvec
-from diffmbs.contact import hunt_crossley_force
+from diffmbs.contact import AbstractHuntCrossley
 from diffmbs.multibody._bodies import (
     BodyKinematics,
     as_float_array,
@@ -37,12 +39,7 @@ from diffmbs.multibody._bodies import (
     concrete_or_none,
     dot,
 )
-from diffmbs.multibody._forces import (
-    AbstractForceElement,
-    Wrench,
-    pair_wrench,
-    smooth_contact_energy,
-)
+from diffmbs.multibody._forces import AbstractForceElement, Wrench, pair_wrench
 from diffmbs.rotations import safe_norm
 
 __all__ = ["PointPlane", "SpherePlane", "SphereSphere"]
@@ -60,7 +57,7 @@ def as_unit_vector(x) -> Array:
     return jnp.asarray(arr / n)
 
 
-class _AbstractContact(AbstractForceElement):
+class _AbstractContact(AbstractForceElement, AbstractHuntCrossley):
     """Shared force, output and energy of a Hunt–Crossley contact between body i and body j;
     a primitive pair only implements :meth:`contact`."""
 
@@ -79,7 +76,7 @@ class _AbstractContact(AbstractForceElement):
 
     def potential_energy(self, t, ki, kj):
         delta = self.contact(ki, kj)[1]
-        return smooth_contact_energy(delta, self.stiffness, self.exponent, self.smoothing)
+        return self.contact_energy(delta)
 
 
 def _plane_contact(
@@ -93,9 +90,7 @@ def _plane_contact(
     relative = ki.point_velocity(center) - kj.point_velocity(contact.plane_point)
     rate = dot(relative, normal) + dot(c - p0, jnp.cross(kj.angular_velocity, normal))
     delta = radius - height
-    force = hunt_crossley_force(
-        delta, -rate, contact.stiffness, contact.damping, contact.exponent, contact.smoothing
-    )
+    force = contact.contact_force(delta, -rate)
     return force, delta, -normal, c - height * normal
 
 
@@ -109,10 +104,6 @@ class SpherePlane(_AbstractContact):
     body_j: str = eqx.field(static=True)
     plane_point: Array = eqx.field(converter=as_vector3)
     plane_normal: Array = eqx.field(converter=as_unit_vector)
-    stiffness: Array = eqx.field(converter=as_float_array)
-    damping: Array = eqx.field(default=0.0, converter=as_float_array)
-    exponent: float = eqx.field(static=True, default=1.5)
-    smoothing: float = eqx.field(static=True, default=1e-6)
 
     def contact(self, ki, kj):
         return _plane_contact(self, ki, self.center, self.radius, kj)
@@ -127,10 +118,6 @@ class PointPlane(_AbstractContact):
     body_j: str = eqx.field(static=True)
     plane_point: Array = eqx.field(converter=as_vector3)
     plane_normal: Array = eqx.field(converter=as_unit_vector)
-    stiffness: Array = eqx.field(converter=as_float_array)
-    damping: Array = eqx.field(default=0.0, converter=as_float_array)
-    exponent: float = eqx.field(static=True, default=1.5)
-    smoothing: float = eqx.field(static=True, default=1e-6)
 
     def contact(self, ki, kj):
         return _plane_contact(self, ki, self.point, jnp.zeros(()), kj)
@@ -146,10 +133,6 @@ class SphereSphere(_AbstractContact):
     body_j: str = eqx.field(static=True)
     center_j: Array = eqx.field(converter=as_vector3)
     radius_j: Array = eqx.field(converter=as_float_array)
-    stiffness: Array = eqx.field(converter=as_float_array)
-    damping: Array = eqx.field(default=0.0, converter=as_float_array)
-    exponent: float = eqx.field(static=True, default=1.5)
-    smoothing: float = eqx.field(static=True, default=1e-6)
 
     def contact(self, ki, kj):
         c_i, c_j = ki.point(self.center_i), kj.point(self.center_j)
@@ -159,7 +142,5 @@ class SphereSphere(_AbstractContact):
         normal = jnp.where(nonzero, gap / jnp.where(nonzero, distance, 1.0), 0.0)
         rate = dot(normal, kj.point_velocity(self.center_j) - ki.point_velocity(self.center_i))
         delta = self.radius_i + self.radius_j - distance
-        force = hunt_crossley_force(
-            delta, -rate, self.stiffness, self.damping, self.exponent, self.smoothing
-        )
+        force = self.contact_force(delta, -rate)
         return force, delta, normal, c_i + (self.radius_i - 0.5 * delta) * normal

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from diffmbs._linalg import matvec, tmatvec
-from diffmbs.contact import hunt_crossley_force
+from diffmbs.contact import AbstractHuntCrossley
 from diffmbs.multibody._bodies import (
     BodyKinematics,
     Frame,
@@ -45,7 +45,6 @@ __all__ = [
     "RotationalSpringDamper",
     "SpringDamper",
     "Wrench",
-    "smooth_contact_energy",
 ]
 
 
@@ -96,15 +95,6 @@ class AbstractForceElement(eqx.Module):
         return self
 
 
-def smooth_contact_energy(penetration: Array, stiffness, exponent: float, smoothing: float):
-    """Elastic energy ``K δ_sⁿ⁺¹ / (n+1)`` of a Hunt–Crossley contact with the smoothed
-    penetration ``δ_s = ε softplus(δ/ε)`` (J; exact for ``δ ≫ ε``, finite derivatives)."""
-    ds = smoothing * jnp.logaddexp(0.0, penetration / smoothing)
-    pos = ds > 0
-    power = jnp.where(pos, jnp.where(pos, ds, 1.0) ** (exponent + 1), 0.0)
-    return stiffness * power / (exponent + 1)
-
-
 # --------------------------------------------------------------------------- point to point
 
 
@@ -112,33 +102,26 @@ def _optional_float(x):
     return None if x is None else as_float_array(x)
 
 
-class LengthStops(eqx.Module):
+class LengthStops(AbstractHuntCrossley):
     """Hunt–Crossley end stops on a point-to-point element's length (optional ``lower``/``upper``,
-    m). ``stiffness`` K (N/mⁿ) and ``damping`` χ (s/m) are parameters; ``exponent`` n and
-    ``smoothing`` ε (m) are static (see :func:`diffmbs.contact.hunt_crossley_force`)."""
+    m), with the shared contact parameters of :class:`diffmbs.contact.AbstractHuntCrossley`
+    (keyword-only: ``stiffness`` K (N/mⁿ), ``damping`` χ (s/m); static ``exponent``,
+    ``smoothing``)."""
 
-    lower: Array | None = eqx.field(converter=_optional_float)
-    upper: Array | None = eqx.field(converter=_optional_float)
-    stiffness: Array = eqx.field(converter=as_float_array)
-    damping: Array = eqx.field(default=0.0, converter=as_float_array)
-    exponent: float = eqx.field(static=True, default=1.5)
-    smoothing: float = eqx.field(static=True, default=1e-6)
+    lower: Array | None = eqx.field(converter=_optional_float, metadata={"units": "m"})
+    upper: Array | None = eqx.field(converter=_optional_float, metadata={"units": "m"})
 
     def __check_init__(self):
         if self.lower is None and self.upper is None:
             raise ValueError("LengthStops needs a lower or an upper stop")
 
-    def _law(self, delta, rate):
-        k, c = self.stiffness, self.damping
-        return hunt_crossley_force(delta, rate, k, c, self.exponent, self.smoothing)
-
     def tension(self, length: Array, rate: Array) -> Array:
         """Stop tension (N): pulls in beyond ``upper``, pushes apart below ``lower``."""
         out = jnp.zeros_like(length)
         if self.upper is not None:
-            out = out + self._law(length - self.upper, rate)
+            out = out + self.contact_force(length - self.upper, rate)
         if self.lower is not None:
-            out = out - self._law(self.lower - length, -rate)
+            out = out - self.contact_force(self.lower - length, -rate)
         return out
 
     def energy(self, length: Array) -> Array:
@@ -148,9 +131,7 @@ class LengthStops(eqx.Module):
             None if self.lower is None else self.lower - length,
         ):
             if gap is not None:
-                out = out + smooth_contact_energy(
-                    gap, self.stiffness, self.exponent, self.smoothing
-                )
+                out = out + self.contact_energy(gap)
         return out
 
 
