@@ -66,6 +66,9 @@ def test_multibody_model_from_a_job_with_parameters_set_by_element_name():
         "mount.stiffness", "mount.damping", "impact.stiffness", "impact.damping"
     )  # fmt: skip
     np.testing.assert_allclose(job.parameters.initial, [6.3e6, 2500.0, 5e9, 0.3])
+    # units from the model's fields, for reports
+    assert [p.units for p in job.parameters.parameters] == ["N/m", "N s/m", "N/m^n", "s/m"]
+    assert slow.parameter_paths()["table.velocity"] == ((3,), "m/s")
 
 
 def test_models_from_an_import_path_and_an_entry_point(tmp_path, monkeypatch):

@@ -288,13 +288,13 @@ class BodyStack(eqx.Module):
     """
 
     names: tuple[str, ...] = eqx.field(static=True)
-    mass: Array
-    inertia: Array
-    com: Array
-    position: Array
-    orientation: Array
-    velocity: Array
-    angular_velocity: Array
+    mass: Array = eqx.field(metadata={"units": "kg"})
+    inertia: Array = eqx.field(metadata={"units": "kg m^2"})
+    com: Array = eqx.field(metadata={"units": "m"})
+    position: Array = eqx.field(metadata={"units": "m"})
+    orientation: Array = eqx.field(metadata={"units": "1"})
+    velocity: Array = eqx.field(metadata={"units": "m/s"})
+    angular_velocity: Array = eqx.field(metadata={"units": "rad/s"})
 
     @classmethod
     def from_bodies(cls, bodies: list[RigidBody]) -> BodyStack:

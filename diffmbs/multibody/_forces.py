@@ -168,10 +168,11 @@ class SpringDamper(AbstractForceElement):
     point_i: Array = eqx.field(converter=as_vector3)
     body_j: str = eqx.field(static=True)
     point_j: Array = eqx.field(converter=as_vector3)
-    stiffness: Array = eqx.field(converter=as_float_array)
-    free_length: Array = eqx.field(converter=as_float_array)
-    damping: Array = eqx.field(default=0.0, converter=as_float_array)
-    actuator_force: Array = eqx.field(default=0.0, converter=as_float_array)
+    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N/m"})
+    free_length: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
+    damping: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "N s/m"})
+    actuator_force: Array = eqx.field(default=0.0, converter=as_float_array,
+                                      metadata={"units": "N"})  # fmt: skip
     stops: LengthStops | None = None
 
     attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
@@ -237,10 +238,13 @@ class RotationalSpringDamper(AbstractForceElement):
     """
 
     joint: str = eqx.field(static=True)
-    stiffness: Array = eqx.field(converter=as_float_array)
-    damping: Array = eqx.field(default=0.0, converter=as_float_array)
-    reference_angle: Array = eqx.field(default=0.0, converter=as_float_array)
-    actuator_torque: Array = eqx.field(default=0.0, converter=as_float_array)
+    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N m/rad"})
+    damping: Array = eqx.field(default=0.0, converter=as_float_array,
+                               metadata={"units": "N m s/rad"})  # fmt: skip
+    reference_angle: Array = eqx.field(default=0.0, converter=as_float_array,
+                                       metadata={"units": "rad"})  # fmt: skip
+    actuator_torque: Array = eqx.field(default=0.0, converter=as_float_array,
+                                       metadata={"units": "N m"})  # fmt: skip
     body_i: str = eqx.field(static=True, default="")
     frame_i: Frame | None = None
     body_j: str = eqx.field(static=True, default="")
@@ -309,10 +313,12 @@ class Bushing(AbstractForceElement):
     frame_i: Frame = eqx.field(converter=as_frame)
     body_j: str = eqx.field(static=True)
     frame_j: Frame = eqx.field(converter=as_frame)
-    stiffness: Array = eqx.field(converter=as_vector3)
-    rotational_stiffness: Array = eqx.field(converter=as_vector3)
-    damping: Array = eqx.field(default=(0.0, 0.0, 0.0), converter=as_vector3)
-    rotational_damping: Array = eqx.field(default=(0.0, 0.0, 0.0), converter=as_vector3)
+    stiffness: Array = eqx.field(converter=as_vector3, metadata={"units": "N/m"})
+    rotational_stiffness: Array = eqx.field(converter=as_vector3, metadata={"units": "N m/rad"})
+    damping: Array = eqx.field(default=(0.0, 0.0, 0.0), converter=as_vector3,
+                               metadata={"units": "N s/m"})  # fmt: skip
+    rotational_damping: Array = eqx.field(default=(0.0, 0.0, 0.0), converter=as_vector3,
+                                          metadata={"units": "N m s/rad"})  # fmt: skip
 
     attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
 
