@@ -50,7 +50,7 @@ class SimulationOptions:
       :data:`~diffmbs.system.DEFAULT_BAUMGARTE`.
     - ``step_projection``: end every accepted step of a constrained model with a
       mass-orthogonal projection of positions and velocities onto ``Φ = 0``, ``Φ̇ = 0``
-      (:func:`diffmbs.manifold_projection`; differentiated in reverse and forward mode). It
+      (:func:`diffmbs.system.project_state`; differentiated in reverse and forward mode). It
       keeps mechanisms right through singular positions, where Baumgarte terms do work on the
       spurious motion (the IFToMM double four-bar: energy conserved through every flat
       position). Costs the projection (~2 right-hand sides) and, with first-same-as-last

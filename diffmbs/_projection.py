@@ -5,15 +5,10 @@ error drifts off the constraints. Near a singular position (a parallelogram pass
 position, where ``Φ_v`` loses rank and the acceleration constraints stop holding a motion
 mode) the drift jumps, and Baumgarte terms then do work on the spurious motion: energy is lost
 at every pass and the mechanism can switch branch. Here, as in the ALI3-P schemes of the
-multibody literature, every accepted step ends by projecting the state back, mass-orthogonally:
-
-* positions: ``min ½ Δxᵀ M Δx`` subject to ``Φ_v Δx = −Φ(t, q)``, ``q ← q + qdot(q, Δx)``,
-  two Newton iterations (the drift after one step is the local error);
-* velocities: ``min ½ Δvᵀ M Δv`` subject to ``Φ_v (v + Δv) + Φ_t = 0`` (one step: linear).
-
-Each is one KKT solve with zero force (:class:`~diffmbs.system.NullSpaceKKT` by default, so
-redundant constraints, singular positions and zero inertias are fine). The projection is a pure
-function of the state and the model's parameters, so reverse mode differentiates through it
+multibody literature, every accepted step ends by projecting the state back, mass-orthogonally,
+with :func:`diffmbs.system.project_state` (two Newton iterations for the positions: the drift
+after one step is the local error). The projection is a pure function of the state and the
+model's parameters, so reverse mode differentiates through it
 (:class:`~diffmbs.adjoint.DiscreteAdjoint` pulls back through it after each step's stages).
 
 :class:`ProjectedSolver` wraps a diffrax solver: it takes the wrapped solver's step, then
@@ -28,56 +23,8 @@ from collections.abc import Callable
 
 import diffrax
 import equinox as eqx
-import jax
-import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike
 
-from diffmbs.system import (
-    AbstractKKTSolver,
-    MechanicalSystem,
-    NullSpaceKKT,
-    constraint_jacobian,
-    n_constraints,
-    velocity_constraints,
-)
-
-__all__ = ["ProjectedSolver", "manifold_projection"]
-
-
-def manifold_projection(
-    system: MechanicalSystem,
-    t: ArrayLike,
-    q: Array,
-    v: Array,
-    *,
-    iterations: int = 2,
-    kkt_solver: AbstractKKTSolver | None = None,
-) -> tuple[Array, Array]:
-    """Mass-orthogonal projection of ``(q (n_q,), v (n_v,))`` onto ``Φ(t, q) = 0`` and
-    ``Φ̇(t, q, v) = 0`` (see the module docstring): ``iterations`` Newton steps for the
-    positions (static count, no ``while_loop``), then one for the velocities with ``Φ_v`` at
-    the projected positions. (Near a singular position ``Φ_v`` turns fast with ``q``: the
-    velocities projected with the Jacobian of the unprojected state left the double four-bar's
-    branch.) The metric is ``M`` at the unprojected ``q``; any positive metric projects onto
-    the same manifold, ``M`` removes the least kinetic energy. Without constraints ``(q, v)``
-    is returned as is."""
-    t = jnp.asarray(t, dtype=jnp.result_type(q, float))
-    if n_constraints(system, t, q) == 0:
-        return q, v
-    solver = NullSpaceKKT() if kkt_solver is None else kkt_solver
-    mass = system.mass(q)
-    zero = jnp.zeros_like(v)
-
-    def newton(q, _):
-        jac = constraint_jacobian(system, t, q, v)
-        dx, _, _ = solver(mass, jac, zero, -system.constraints(t, q))
-        return q + system.qdot(q, dx), None
-
-    # A scan, not a Python loop: the solve is compiled once (reverse mode stores each iterate).
-    q, _ = jax.lax.scan(newton, q, length=iterations)
-    jac = constraint_jacobian(system, t, q, v)
-    dv, _, _ = solver(mass, jac, zero, -velocity_constraints(system, t, q, v))
-    return q, v + dv
+__all__ = ["ProjectedSolver"]
 
 
 class ProjectedSolver(diffrax.AbstractWrappedSolver):

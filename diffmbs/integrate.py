@@ -60,7 +60,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs._options import DEFAULT_MAX_STEPS, SimulationOptions
-from diffmbs._projection import ProjectedSolver, manifold_projection
+from diffmbs._projection import ProjectedSolver
 from diffmbs._settings import require_float64
 from diffmbs.adjoint import (
     DiscreteAdjoint,
@@ -218,7 +218,7 @@ def _batch_vector_field(t, y, args):
 
 def _project_step(t, y, args):
     system, _, kkt_solver = args
-    return manifold_projection(system, t, *y, kkt_solver=kkt_solver)
+    return project_state(system, t, *y, iterations=2, kkt_solver=kkt_solver)
 
 
 def _batch_project_step(t, y, args):
@@ -360,9 +360,9 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
         drift = jnp.max(jnp.abs(phi), initial=0.0)
         vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
 
-    # A batched SVD (LeastSquaresKKT, the position projection) can deadlock jaxlib 0.10's CPU
-    # thread pool (see diffmbs._linalg); those paths evaluate their samples one at a time.
-    uses_svd = constrained and (project or isinstance(kkt_solver, LeastSquaresKKT))
+    # A batched lineax SVD (LeastSquaresKKT) can deadlock jaxlib 0.10's CPU thread pool (see
+    # diffmbs._linalg); that solver's samples are evaluated one at a time.
+    uses_svd = constrained and isinstance(kkt_solver, LeastSquaresKKT)
     per_sample = functools.partial(_in_chunks, size=1 if uses_svd else output_chunk)
 
     if project and constrained:

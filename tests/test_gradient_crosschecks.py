@@ -12,14 +12,16 @@ Cases:
 - the four-bar of ``multibody_models`` spinning (crank at 10–21 rad/s, ~2 turns a second) with
   a spring–damper from the ground to the coupler whose upper length stop it hits once a
   revolution; parameters: spring rate, coupler mass, stop stiffness and stop damping (the
-  contact event: the gradient goes through every impact); in joint coordinates (2000 steps) and
-  in full coordinates (500 steps), each with ``DiscreteAdjoint`` (the default), ``diffrax.
-  RecursiveCheckpointAdjoint`` (``jax.grad``) and ``diffrax.ForwardMode`` (``jax.jacfwd``);
+  contact event: the gradient goes through every impact); in full coordinates (500 steps) with
+  ``DiscreteAdjoint`` (the default), ``diffrax.RecursiveCheckpointAdjoint`` (``jax.grad``) and
+  ``diffrax.ForwardMode``, in joint coordinates (2000 steps) with the first and the last (the
+  checkpointed adjoint meets a diffrax fault there, below); the per-step projection onto the
+  loop closure is on, as by default, so every gradient goes through it;
 - ``simulate_batch``: the gradient of a weighted sum over two variants against each variant's
   differences;
-- a modal (FFR) body: a flexible cantilever spinning about a hinge at its root, its tip pulled
-  by a spring from a ground point off the axis (bending excited every turn); parameters: modal
-  damping ratio, modal stiffness scale, spring rate.
+- a modal (FFR) body: a free-flying flexible beam (two free–free bending modes) spinning under
+  gravity, slung from two springs (bending excited all along); parameters: modal damping ratio,
+  modal stiffness scale, spring rate; discrete adjoint and forward mode.
 
 Reference: with fixed steps (``diffrax.ConstantStepSize``) every adjoint differentiates the
 discrete map exactly, so fourth-order central differences of that map (all perturbations in one
@@ -30,30 +32,26 @@ sensitivity to a relative change), compared component by component. The adjoints
 with each other (the same discrete derivative, to round-off).
 
 Measured here, a 2-core Intel Xeon VM (largest relative error over the components, AD against
-differences): four-bar joint 8.5e-10, full 6.4e-10 (every adjoint alike), batch 8.5e-10 and
-6.8e-10, modal body 5.7e-12; forward mode against the discrete adjoint ≤ 1.5e-13, checkpointed
+differences): four-bar joint 8.6e-10, full 5.5e-10 (every adjoint alike), batch 8.6e-10 and
+6.8e-10, modal body 1.4e-10; forward mode against the discrete adjoint ≤ 1e-13, checkpointed
 against discrete (full coordinates) 2.4e-12.
 
-Cost: the programs are shared between the cases through ``functools.cache`` (one process: the
-tests are one ``xdist_group``, and ``make test`` runs ``--dist loadgroup``); the perturbations
-go through one ``vmap`` of a forward-mode program, whose tangents are the forward-mode gradient
-(one compile for both). ``make test`` runs the core, the full-coordinate four-bar with the
-default adjoint and forward mode; ``DIFFMBS_CROSSCHECKS=all`` runs every case.
+Cost, all in ``make test``: about 3.5 minutes of one core. The programs are shared between the
+cases through ``functools.cache`` (one process: the tests are one ``xdist_group``, and ``make
+test`` runs ``--dist loadgroup``); the perturbations go through one ``vmap`` of a forward-mode
+program, whose tangents are the forward-mode gradient (one compile for both). Compiling
+dominates: a gradient program of the four-bar takes ~40 s of one core to trace and compile,
+half of it the per-step projection's pull-back. The modal body flies free (no joint, so no
+projection): the same checks of the FFR terms at a third of the hinged beam's cost.
 
 Known failure, outside diffmbs (``xfail(strict=True)``: a fix turns it into an error, to remove
 the marker): diffrax 0.7.2's ``RecursiveCheckpointAdjoint`` with ``ConstantStepSize`` is wrong
 when sample times fall on step ends: 1–6 % on the four-bar in joint coordinates (not at 500 steps
 in full coordinates: it depends on the checkpoint layout), 1–2 % on a pendulum in diffrax alone
 (the last test, in ``make test``). ``simulate`` warns when asked for that combination.
-
-Why most cases are outside ``make test``: compile time. With the per-step projection on by
-default, a gradient program of the four-bar takes ~40 s of one core to trace and compile (the
-projection's pull-back doubles it), the four-bar with a modal body ~80 s; the full set adds
-~10 min of one core to a suite that must stay under 15 minutes on two.
 """
 
 import functools
-import os
 
 import diffrax
 import equinox as eqx
@@ -63,23 +61,19 @@ import numpy as np
 import pytest
 from multibody_models import four_bar
 from test_adjoint import central_differences
-from test_multibody_modal import CANTILEVER, TIP
+from test_multibody_modal import FE, TIP
 
 import diffmbs.multibody as mb
-from diffmbs.flex import ModalDampingRatios
+from diffmbs.flex import FreeFreeModes, ModalDampingRatios, modal_data
 from diffmbs.integrate import simulate, simulate_batch
 
 pytestmark = pytest.mark.xdist_group("gradient_crosschecks")
 
 REL_STEP = 3e-4  # difference step in z (relative to each parameter); see STOP_ONSET
 FOUR_BAR_RTOL = 1e-7  # AD against differences, per scaled component (measured ≤ 8.5e-10)
-MODAL_RTOL = 1e-9  # (measured 5.7e-12)
+MODAL_RTOL = 1e-8  # (measured 1.4e-10)
 ADJOINTS_RTOL = 1e-10  # adjoint against adjoint (measured ≤ 2.4e-12)
 
-EVERY_CASE = os.environ.get("DIFFMBS_CROSSCHECKS", "") == "all"
-EXTENDED = pytest.mark.skipif(
-    not EVERY_CASE, reason="extended gradient cross-check: set DIFFMBS_CROSSCHECKS=all"
-)
 
 def fixed_steps(dt, t1):
     return {
@@ -251,9 +245,9 @@ def four_bar_gradient(coordinates, adjoint):
     [
         ("full", "discrete"),
         ("full", "forward"),  # from the differences' own program: no extra compile
-        pytest.param("full", "checkpointed", marks=EXTENDED),
-        pytest.param("joint", "discrete", marks=EXTENDED),
-        pytest.param("joint", "forward", marks=EXTENDED),
+        ("full", "checkpointed"),
+        ("joint", "discrete"),
+        ("joint", "forward"),
     ],
 )
 def test_four_bar_gradient_matches_differences(coordinates, adjoint):
@@ -266,7 +260,6 @@ def test_four_bar_gradient_matches_differences(coordinates, adjoint):
         assert_close(grad, discrete, ADJOINTS_RTOL, f"{what} vs discrete adjoint")
 
 
-@EXTENDED
 def test_simulate_batch_gradient_matches_each_variants_differences():
     """d/dZ of c₀ J(Z₀) + c₁ J(Z₁) through ``simulate_batch`` (lockstep, one system, default
     adjoint), against each variant's differences (c_i ∇J(Z_i)); forward mode at the second
@@ -294,26 +287,25 @@ def test_simulate_batch_gradient_matches_each_variants_differences():
 # --------------------------------------------------------------------------- modal body
 
 MODAL_PARAMETERS = ("beam.damping.ratios", "beam.modal_data.modal_stiffness", "pull.stiffness")
-MODAL_P0 = np.array([0.02, 1.0, 8.0])  # damping ratio, stiffness scale, spring rate (N/m)
-MODAL_T1, MODAL_DT = 1.0, 2e-3  # 500 steps; highest mode ~160 rad/s (ω·dt ≈ 0.3)
+MODAL_P0 = np.array([0.02, 1.0, 30.0])  # damping ratio, stiffness scale, spring rate (N/m)
+FREE_BEAM = modal_data(FE, FreeFreeModes(n_modes=2)(FE))  # the polymer beam, free–free
+MODAL_T1, MODAL_DT = 0.5, 1e-3  # 500 steps; highest mode ~460 rad/s (ω·dt ≈ 0.5)
 MODAL_TS = jnp.linspace(0.0, MODAL_T1, 101)
 
 
 @functools.cache
 def modal_case():
-    """The cantilever of ``test_multibody_modal`` (three fixed-interface modes of a 1 m polymer
-    beam) hinged at its root about the vertical, spinning at 6 rad/s under gravity, its tip
-    pulled by a spring from a ground point off the axis."""
+    """A free-flying flexible beam (two free–free bending modes of the 1 m polymer beam of
+    ``test_multibody_modal``), no joint, spinning at 5 rad/s about the vertical under gravity,
+    slung from two springs to ground points above its ends (``pull`` to the tip)."""
     b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))
-    b.add_body(mb.ModalBody("beam", CANTILEVER, damping=ModalDampingRatios(MODAL_P0[0]),
-                            angular_velocity=(0.0, 0.0, 6.0)))  # fmt: skip
-    z = (0.0, 0.0, 1.0)
-    root = mb.node("beam", 0)
-    b.add_joint("hinge", mb.Revolute("ground", mb.Frame.from_axis((0, 0, 0), z), root,
-                                     mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
-    tip = mb.node("beam", TIP)
-    b.add_force("pull", mb.SpringDamper("ground", (0.6, 0.0, 0.3), tip, (0, 0, 0), MODAL_P0[2],
-                                        0.8, 0.2))  # fmt: skip
+    b.add_body(mb.ModalBody("beam", FREE_BEAM, damping=ModalDampingRatios(MODAL_P0[0]),
+                            angular_velocity=(0.0, 0.0, 5.0)))  # fmt: skip
+    root, tip = mb.node("beam", 0), mb.node("beam", TIP)
+    b.add_force("hold", mb.SpringDamper("ground", (0.0, 0.0, 0.6), root, (0, 0, 0), 30.0,
+                                        0.4, 0.1))  # fmt: skip
+    b.add_force("pull", mb.SpringDamper("ground", (1.0, 0.0, 0.6), tip, (0, 0, 0), MODAL_P0[2],
+                                        0.4, 0.1))  # fmt: skip
     b.add_sensor("tip", mb.PointPosition(tip))
     b.add_sensor("tension", mb.ElementForce("pull"))
     model = b.build()
@@ -321,7 +313,8 @@ def modal_case():
 
 
 def modal_objective(adjoint=None):
-    """``z ↦ (J, largest modal amplitude)``: weighted averages of the tip's height and of the
+    """``z ↦ (J, largest modal amplitude)``: weighted averages of the tip's height, of the
+    squared modal amplitudes (so the damping ratio weighs as much as the rest) and of the
     spring's tension."""
     base, q0, v0 = modal_case()
     stiffness = base.parameter(MODAL_PARAMETERS[1])
@@ -335,7 +328,10 @@ def modal_objective(adjoint=None):
         options = fixed_steps(MODAL_DT, MODAL_T1)
         sol = simulate(model, q0, v0, MODAL_TS, adjoint=adjoint, **options)
         tip = sol.sensors["tip"]
-        value = jnp.mean(w * tip[:, 2]) * 1e2 + jnp.mean(w * sol.sensors["tension"]) * 1e-2
+        bending = jnp.mean(w[:, None] * sol.q[:, 7:] ** 2)  # modal amplitudes squared
+        value = (jnp.mean(w * tip[:, 2]) + 1e5 * bending) * 1e2 + jnp.mean(
+            w * sol.sensors["tension"]
+        ) * 1e-2
         return value, jnp.max(jnp.abs(sol.q[:, 7:]))
 
     return objective
@@ -351,7 +347,6 @@ def modal_reference():
     return reference, forward
 
 
-@EXTENDED
 def test_modal_body_gradient_matches_differences():
     reference, forward = modal_reference()
     discrete = gradient(modal_objective, len(MODAL_P0), "discrete")
