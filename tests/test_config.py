@@ -53,6 +53,7 @@ def test_demo_job_loads_with_per_test_models():
     "old, new, match",
     [
         ('name = "lumped_contact"', 'name = "lumped"', r"model\.name: unknown model 'lumped'"),
+        ('name = "lumped_contact"', "", r"model\.name: missing; one of lumped_contact"),
         ("channel_hz = 60.0", "chanel_hz = 60.0", r"model\.chanel_hz: unknown key"),
         ("duration_s = 0.02", "duration_s = -1.0", r"simulation\.duration_s: must be positive"),
         ('units = "g"', 'units = "G"', r"srs\.units"),

@@ -4,9 +4,8 @@ A ball hangs from a spring–damper and is thrown at the ground plane (Hunt–Cr
 contact), bounces and swings. The output, the mean height over the record, depends on the impact
 time and depth; its derivatives with respect to the ball's mass, the spring rate and the contact
 stiffness come from forward mode (``diffrax.ForwardMode`` + ``jax.jacfwd``), checked here against
-central differences of the simulation itself. Reverse mode (the default checkpointed adjoint +
-``jax.grad``) is checked in ``test_multibody_gradients_reverse.py`` (its compilation alone takes
-about a minute, so it has a file of its own).
+central differences of the simulation itself. Reverse mode through contact events is checked
+in ``test_gradient_crosschecks.py``.
 """
 
 import diffrax

@@ -74,7 +74,7 @@ from identification import (
     ParameterSpace,
 )
 
-from ._models import build_model
+from ._models import MODELS, build_model
 from ._tables import (
     ConfigError,
     check_keys,
@@ -205,7 +205,8 @@ class FitSettings:
             max_iterations=read_integer(table, "max_iterations", where, cls.max_iterations, 1),
             multistart=read_integer(table, "multistart", where, cls.multistart, 0),
             seed=read_integer(table, "seed", where, cls.seed, 0),
-            checkpoint_every=read_integer(table, "checkpoint_every", where, 2, 1),
+            checkpoint_every=read_integer(table, "checkpoint_every", where,
+                                          cls.checkpoint_every, 1),  # fmt: skip
         )
 
     def fitter(self):
@@ -383,12 +384,15 @@ def load_job(path) -> Job:
     raw = _read_toml(path)
     check_keys(raw, JOB_KEYS, "job")
     model_table = table_of(raw.get("model", {}), "model")
+    if "name" not in model_table:
+        raise ConfigError(f"model.name: missing; one of {', '.join(MODELS)} or an import path")
+    model_name = read_string(model_table, "name", "model")
     if "simulation" not in raw:
         raise ConfigError("simulation: missing table (duration_s, sample_rate_hz, sensor)")
     experiments = _experiments(raw, model_table, path.parent)
     return Job(
         path=path,
-        model_name=model_table["name"],
+        model_name=model_name,
         simulation=SimulationSettings.from_table(raw["simulation"]),
         srs=SRSSettings.from_table(raw.get("srs", {})),
         experiments=experiments,
