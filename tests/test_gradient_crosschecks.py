@@ -12,16 +12,15 @@ Cases:
 - the four-bar of ``multibody_models`` spinning (crank at 10–21 rad/s, ~2 turns a second) with
   a spring–damper from the ground to the coupler whose upper length stop it hits once a
   revolution; parameters: spring rate, coupler mass, stop stiffness and stop damping (the
-  contact event: the gradient goes through the impacts); in full coordinates (500 steps) with
-  ``DiscreteAdjoint`` (the default), ``diffrax.RecursiveCheckpointAdjoint`` (``jax.grad``) and
-  ``diffrax.ForwardMode``, in joint coordinates (1000 steps) with the first and the last (the
-  checkpointed adjoint meets a diffrax fault there, below); the per-step projection onto the
-  loop closure is on, as by default, so every gradient goes through it;
-- ``simulate_batch``: the gradient of a weighted sum over two variants against each variant's
-  differences;
+  contact event: the gradient goes through the impacts); in full coordinates (500 steps) and in
+  joint coordinates (1000 steps), each with ``DiscreteAdjoint`` (the default) and
+  ``diffrax.ForwardMode``; the per-step projection onto the loop closure is on, as by default,
+  so every gradient goes through it;
 - a modal (FFR) body: a free-flying flexible beam (two free–free bending modes) spinning under
   gravity, slung from two springs (bending excited all along); parameters: modal damping ratio,
-  modal stiffness scale, spring rate; discrete adjoint and forward mode.
+  modal stiffness scale, spring rate; ``DiscreteAdjoint``, ``diffrax.RecursiveCheckpointAdjoint``
+  and forward mode, and ``simulate_batch``: the gradient of a weighted sum over two variants
+  against each variant's differences.
 
 Reference: with fixed steps (``diffrax.ConstantStepSize``) every adjoint differentiates the
 discrete map exactly, so fourth-order central differences of that map (all perturbations in one
@@ -32,23 +31,23 @@ sensitivity to a relative change), compared component by component. The adjoints
 with each other (the same discrete derivative, to round-off).
 
 Measured here, a 2-core Intel Xeon VM (largest relative error over the components, AD against
-differences): four-bar joint 8.6e-10, full 5.5e-10 (every adjoint alike), batch 8.6e-10 and
-6.8e-10, modal body 1.4e-10; forward mode against the discrete adjoint ≤ 1e-13, checkpointed
-against discrete (full coordinates) 2.4e-12.
+differences): four-bar full 5.5e-10, joint 8.6e-10, modal body 1.4e-10 (every adjoint alike),
+batch 1.4e-10 and 6.9e-11; adjoint against adjoint ≤ 1e-13.
 
-Cost, all in ``make test``: about 3 minutes of one core. The programs are shared between the
-cases through ``functools.cache``, one process per ``xdist_group`` (full coordinates; joint
-coordinates with the batch; the modal body: ``make test`` runs ``--dist loadgroup``); the
-perturbations go through one ``vmap`` of a forward-mode program, whose tangents are the
-forward-mode gradient (one compile for both). Compiling
-dominates: a gradient program of the four-bar takes ~40 s of one core to trace and compile,
-half of it the per-step projection's pull-back. The modal body flies free (no joint, so no
-projection): the same checks of the FFR terms at a third of the hinged beam's cost.
+Cost, all in ``make test``: about 2.5 minutes of one core (twice that beside another worker).
+The programs are shared between the cases through ``functools.cache``, one process per
+``xdist_group`` (full coordinates, joint coordinates, the modal body: ``make test`` runs
+``--dist loadgroup``); the perturbations go through one ``vmap`` of a forward-mode program,
+whose tangents are the forward-mode gradient (one compile for both). Compiling dominates: a
+gradient program of the four-bar takes ~40 s of one core to trace and compile, half of it the
+per-step projection's pull-back; so the checkpointed adjoint and the batch are checked on the
+modal body, which flies free (no joint, no projection) and compiles in a third of that.
 
 Known failure, outside diffmbs (``xfail(strict=True)``: a fix turns it into an error, to remove
 the marker): diffrax 0.7.2's ``RecursiveCheckpointAdjoint`` with ``ConstantStepSize`` is wrong
 when sample times fall on step ends: 1–6 % on the four-bar in joint coordinates (not at 500 steps
-in full coordinates: it depends on the checkpoint layout), 1–2 % on a pendulum in diffrax alone
+in full coordinates nor on the modal body: it depends on the checkpoint layout), 1–2 % on a
+pendulum in diffrax alone
 (the last test, in ``make test``). ``simulate`` warns when asked for that combination.
 """
 
@@ -248,7 +247,6 @@ def four_bar_gradient(coordinates, adjoint):
     [
         pytest.param("full", "discrete", marks=FULL),
         pytest.param("full", "forward", marks=FULL),  # the differences' own program
-        pytest.param("full", "checkpointed", marks=FULL),
         pytest.param("joint", "discrete", marks=JOINT),
         pytest.param("joint", "forward", marks=JOINT),
     ],
@@ -261,31 +259,6 @@ def test_four_bar_gradient_matches_differences(coordinates, adjoint):
     if adjoint != "discrete":
         discrete = four_bar_gradient(coordinates, "discrete")
         assert_close(grad, discrete, ADJOINTS_RTOL, f"{what} vs discrete adjoint")
-
-
-@JOINT
-def test_simulate_batch_gradient_matches_each_variants_differences():
-    """d/dZ of c₀ J(Z₀) + c₁ J(Z₁) through ``simulate_batch`` (lockstep, one system, default
-    adjoint), against each variant's differences (c_i ∇J(Z_i)); forward mode at the second
-    variant comes with its differences."""
-    model, q0, v0, ts, options = four_bar_case("joint")
-    variants = jnp.array([[0.0, 0.0, 0.0, 0.0], [0.2, -0.1, 0.3, 0.5]])
-    weights = jnp.array([1.0, -0.7])
-
-    def loss(zs):
-        models = eqx.filter_vmap(lambda z: _with_parameters(model, z))(zs)
-        sol = simulate_batch(models, q0, v0, ts, system_axes=eqx.if_array(0), **options)
-        values, _ = jax.vmap(_four_bar_objective, in_axes=(0, None))(sol.sensors, ts)
-        return jnp.sum(weights * values)
-
-    grad = np.asarray(jax.jit(jax.grad(loss))(variants))
-    at_origin = four_bar_reference("joint")[0]
-    at_variant, forward, _ = differences_and_forward(
-        four_bar_program("joint"), len(P0), at=variants[1]
-    )
-    assert_close(forward, at_variant, FOUR_BAR_RTOL, "forward mode at the second variant")
-    for k, reference in enumerate((at_origin, at_variant)):
-        assert_close(grad[k], weights[k] * reference, FOUR_BAR_RTOL, f"batch variant {k}")
 
 
 # --------------------------------------------------------------------------- modal body
@@ -316,50 +289,86 @@ def modal_case():
     return model, *model.initial_state()
 
 
-def modal_objective(adjoint=None):
-    """``z ↦ (J, largest modal amplitude)``: weighted averages of the tip's height, of the
-    squared modal amplitudes (so the damping ratio weighs as much as the rest) and of the
-    spring's tension."""
-    base, q0, v0 = modal_case()
-    stiffness = base.parameter(MODAL_PARAMETERS[1])
+def _with_modal_parameters(base, z):
+    p = MODAL_P0 * jnp.exp(z)
+    model = base.with_parameter(MODAL_PARAMETERS[0], p[0])
+    model = model.with_parameter(MODAL_PARAMETERS[1], base.parameter(MODAL_PARAMETERS[1]) * p[1])
+    return model.with_parameter(MODAL_PARAMETERS[2], p[2])
+
+
+def _modal_value(q, sensors):
+    """Weighted averages of the tip's height, of the squared modal amplitudes (so the damping
+    ratio weighs as much as the rest) and of the spring's tension; and the largest modal
+    amplitude."""
     w = 1.0 + 0.5 * jnp.cos(5.0 * MODAL_TS)
+    bending = jnp.mean(w[:, None] * q[:, 7:] ** 2)
+    value = (jnp.mean(w * sensors["tip"][:, 2]) + 1e5 * bending) * 1e2
+    value = value + jnp.mean(w * sensors["tension"]) * 1e-2
+    return value, jnp.max(jnp.abs(q[:, 7:]))
+
+
+def modal_objective(adjoint=None):
+    """``z ↦ (J, largest modal amplitude)`` through ``simulate`` (see :func:`_modal_value`)."""
+    base, q0, v0 = modal_case()
 
     def objective(z):
-        p = MODAL_P0 * jnp.exp(z)
-        model = base.with_parameter(MODAL_PARAMETERS[0], p[0])
-        model = model.with_parameter(MODAL_PARAMETERS[1], stiffness * p[1])
-        model = model.with_parameter(MODAL_PARAMETERS[2], p[2])
         options = fixed_steps(MODAL_DT, MODAL_T1)
-        sol = simulate(model, q0, v0, MODAL_TS, adjoint=adjoint, **options)
-        tip = sol.sensors["tip"]
-        bending = jnp.mean(w[:, None] * sol.q[:, 7:] ** 2)  # modal amplitudes squared
-        value = (jnp.mean(w * tip[:, 2]) + 1e5 * bending) * 1e2 + jnp.mean(
-            w * sol.sensors["tension"]
-        ) * 1e-2
-        return value, jnp.max(jnp.abs(sol.q[:, 7:]))
+        sol = simulate(_with_modal_parameters(base, z), q0, v0, MODAL_TS, adjoint=adjoint,
+                       **options)  # fmt: skip
+        return _modal_value(sol.q, sol.sensors)
 
     return objective
+
+
+@functools.cache
+def modal_program():
+    return forward_program(modal_objective)
 
 
 @functools.cache
 def modal_reference():
     """``(differences, forward-mode gradient)`` at z = 0, after checking the beam bends."""
     reference, forward, largest_amplitude = differences_and_forward(
-        forward_program(modal_objective), len(MODAL_P0)
+        modal_program(), len(MODAL_P0)
     )
     assert largest_amplitude > 1e-3, largest_amplitude  # it bends (largest modal amplitude)
     return reference, forward
 
 
 @MODAL
-def test_modal_body_gradient_matches_differences():
+@pytest.mark.parametrize("adjoint", ["discrete", "checkpointed"])
+def test_modal_body_gradient_matches_differences(adjoint):
     reference, forward = modal_reference()
-    discrete = gradient(modal_objective, len(MODAL_P0), "discrete")
-    assert_close(discrete, reference, MODAL_RTOL, "modal body, discrete vs differences")
+    grad = gradient(modal_objective, len(MODAL_P0), adjoint)
+    assert_close(grad, reference, MODAL_RTOL, f"modal body, {adjoint} vs differences")
     assert_close(forward, reference, MODAL_RTOL, "modal body, forward vs differences")
-    assert_close(forward, discrete, ADJOINTS_RTOL, "modal body, forward vs discrete adjoint")
+    assert_close(forward, grad, ADJOINTS_RTOL, f"modal body, forward vs {adjoint} adjoint")
 
 
+@MODAL
+def test_simulate_batch_gradient_matches_each_variants_differences():
+    """d/dZ of c₀ J(Z₀) + c₁ J(Z₁) through ``simulate_batch`` (lockstep, one system, default
+    adjoint) on the modal body, against each variant's differences (c_i ∇J(Z_i)); forward mode
+    at the second variant comes with its differences."""
+    base, q0, v0 = modal_case()
+    variants = jnp.array([[0.0, 0.0, 0.0], [0.3, -0.2, 0.2]])
+    weights = jnp.array([1.0, -0.7])
+
+    def loss(zs):
+        models = eqx.filter_vmap(lambda z: _with_modal_parameters(base, z))(zs)
+        sol = simulate_batch(models, q0, v0, MODAL_TS, system_axes=eqx.if_array(0),
+                             **fixed_steps(MODAL_DT, MODAL_T1))  # fmt: skip
+        values, _ = jax.vmap(_modal_value)(sol.q, sol.sensors)
+        return jnp.sum(weights * values)
+
+    grad = np.asarray(jax.jit(jax.grad(loss))(variants))
+    at_origin = modal_reference()[0]
+    at_variant, forward, _ = differences_and_forward(
+        modal_program(), len(MODAL_P0), at=variants[1]
+    )
+    assert_close(forward, at_variant, MODAL_RTOL, "forward mode at the second variant")
+    for k, reference in enumerate((at_origin, at_variant)):
+        assert_close(grad[k], weights[k] * reference, MODAL_RTOL, f"batch variant {k}")
 # --------------------------------------------------------------------------- diffrax alone
 
 
