@@ -47,7 +47,8 @@ Known failure, outside diffmbs (``xfail(strict=True)``: a fix turns it into an e
 the marker): diffrax 0.7.2's ``RecursiveCheckpointAdjoint`` with ``ConstantStepSize`` is wrong
 when sample times fall on step ends: 1–6 % on the four-bar in joint coordinates (not at 500 steps
 in full coordinates nor on the modal body: it depends on the checkpoint layout), 1–2 % on a
-pendulum in diffrax alone (the last test, in ``make test``). ``simulate`` warns when asked for that combination.
+pendulum in diffrax alone (the last test, in ``make test``). ``simulate`` warns when asked for
+that combination.
 """
 
 import functools
