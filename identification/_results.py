@@ -110,6 +110,28 @@ def _clean(x: Any) -> Any:
     return x
 
 
+AT_BOUND_MARGIN = 1e-3
+"""A parameter is at a bound when its sampling coordinate (``ln θ`` or ``θ``, see
+:meth:`~identification.Parameter.sampling_box`) lies within this fraction of the span from it."""
+
+
+def _at_bounds(space, values: np.ndarray) -> dict[str, str]:
+    """Name → ``"lower"``/``"upper"`` of the parameters at (or beyond) a finite bound."""
+    out = {}
+    for prm, value in zip(space.parameters, values, strict=True):
+        if not (math.isfinite(prm.lower) and math.isfinite(prm.upper)):
+            continue
+        lo, hi = prm.sampling_box()
+        x = math.log(value) if prm.log_scale and value > 0 else float(value)
+        if prm.log_scale and value <= 0:
+            out[prm.name] = "lower"
+        elif x <= lo + AT_BOUND_MARGIN * (hi - lo):
+            out[prm.name] = "lower"
+        elif x >= hi - AT_BOUND_MARGIN * (hi - lo):
+            out[prm.name] = "upper"
+    return out
+
+
 @dataclasses.dataclass
 class FitResult:
     """Everything a fit produced (NumPy arrays and plain Python, SI units).
@@ -126,7 +148,13 @@ class FitResult:
       ``relative_std`` (``std_z`` for log parameters, ``std/|θ|`` otherwise), ``std`` (SI),
       ``correlation`` ``(p, p)``, ``s2``, ``dof``, ``rank``, ``singular_values``,
       ``non_identifiable`` (list of ``{"ratio", "direction": {name: component}}``),
-      ``identifiable`` (name → bool), ``outside_bounds`` (names whose value left the bounds).
+      ``identifiable`` (name → bool), ``outside_bounds`` (names whose value left the bounds),
+      ``at_bounds`` (name → ``"lower"`` or ``"upper"``: the value sits within
+      :data:`AT_BOUND_MARGIN` of the span of a bound, in the sampling coordinate, or beyond it).
+
+    A fit with a parameter at a bound is not reported as converged, whatever stopped it: the
+    optimum the data point to lies outside the box (or the fit ran into it on the way), so the
+    value is a limit, not an estimate. ``message`` says which.
     """
 
     parameter_names: list[str]
@@ -153,6 +181,7 @@ class FitResult:
     non_identifiable: list[dict[str, Any]]
     identifiable: dict[str, bool]
     outside_bounds: list[str]
+    at_bounds: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_problem(
@@ -219,6 +248,11 @@ class FitResult:
             for prm, v in zip(space.parameters, values, strict=True)
             if not prm.lower <= v <= prm.upper
         ]
+        at_bounds = _at_bounds(space, values)
+        if at_bounds:
+            where = ", ".join(f"{n} ({side})" for n, side in at_bounds.items())
+            message = f"{message}; at a bound: {where}" if message else f"at a bound: {where}"
+            converged = False
         history = [float(x) for x in (loss_history or [])]
         return cls(
             parameter_names=names,
@@ -245,6 +279,7 @@ class FitResult:
             non_identifiable=non_ident,
             identifiable={n: bool(b) for n, b in zip(names, unc["identifiable"], strict=True)},
             outside_bounds=outside,
+            at_bounds=at_bounds,
         )
 
     # ---------------------------------------------------------------- output
@@ -266,8 +301,11 @@ class FitResult:
         ]
         for i, n in enumerate(self.parameter_names):
             rel = self.relative_std[i]
-            known = self.identifiable[n] and np.isfinite(rel)
-            note = "" if known else "not identifiable (no effect on the misfit, or at a bound)"
+            known = self.identifiable[n] and np.isfinite(rel) and n not in self.at_bounds
+            if n in self.at_bounds:
+                note = f"at its {self.at_bounds[n]} bound: a limit, not an estimate"
+            else:
+                note = "" if known else "not identifiable (no effect on the misfit)"
             lines.append(
                 f"{n:<20} {self.parameters[n]:>14.6g} {f'{rel:.3g}' if known else '-':>10}  "
                 f"{self.units[n]:<10} {note}".rstrip()

@@ -270,6 +270,27 @@ def test_gauss_newton_fitter_and_non_identifiable_direction_flagged():
     assert np.isinf(result.std[1]) and np.isfinite(result.std[0])
 
 
+def test_a_fit_that_ends_on_a_bound_is_not_converged_and_says_which():
+    """Data made with a = 3, b = −1.2, c = 2 while the box stops a at 2 ("bounded", so the fit
+    can only approach it): LM stops, but the result names a as at its upper bound, reports no
+    standard deviation for it, and is not converged; the free parameters are still fitted."""
+    y = X @ np.array([3.0, -1.2, 2.0])
+    exp = idf.FunctionExperiment("lin", Linear(0.0, 0.0, 0.0), linear_predict, y, misfit="linear")
+    space = idf.ParameterSpace(
+        [idf.Parameter("a", "a", -2.0, 2.0, 0.0, "bounded")]
+        + [idf.Parameter(n, n, -10.0, 10.0, 0.0, "linear") for n in ("b", "c")]
+    )
+    result = idf.fit(idf.Problem(space, [exp]), idf.LevenbergMarquardt(), max_iterations=200,
+                     progress=False)  # fmt: skip
+    assert result.parameters["a"] == pytest.approx(2.0, abs=1e-2)
+    assert result.at_bounds == {"a": "upper"}
+    assert not result.converged and "at a bound: a (upper)" in result.message
+    assert "at its upper bound: a limit, not an estimate" in result.summary()
+    # the other two are the least-squares fit with a held at its final value
+    rest = np.linalg.lstsq(X[:, 1:], y - result.parameters["a"] * X[:, 0], rcond=None)[0]
+    np.testing.assert_allclose([result.parameters["b"], result.parameters["c"]], rest, rtol=1e-6)
+
+
 # --------------------------------------------------------------------------- sampling
 
 
