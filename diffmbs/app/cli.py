@@ -16,7 +16,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from diffmbs._settings import configure
-from diffmbs.io import AccelerationRecord, acceleration_scale, write_csv_atomic
+from diffmbs.io import (
+    AccelerationRecord,
+    acceleration_scale,
+    read_spectrum_csv,
+    write_csv_atomic,
+)
 
 from ._runs import (
     run_fit_job,
@@ -93,8 +98,6 @@ def add_simulate_command(subparsers) -> None:
 
 def _run_simulate_command(args: argparse.Namespace) -> None:
     from tqdm import tqdm
-
-    from diffmbs.io import read_spectrum_csv
 
     job = load_job(args.config)
     out_dir = _out_dir(args)
