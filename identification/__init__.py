@@ -11,6 +11,8 @@ Generic over any model pytree (an ``equinox.Module``):
   run by :func:`fit` (progress, checkpoints, resume) after an optional :func:`multistart`;
 * :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
   identifiability; ``save`` writes JSON and figures;
+* :func:`profile_likelihood` — confidence intervals by profiling, one-sided where only a limit
+  exists;
 * :func:`srs_sensitivity`, :func:`sweep` — scaled sensitivities and batched forward runs;
 
 Job files and the command line are :mod:`diffmbs.app`'s, a layer above this one.
@@ -39,6 +41,7 @@ from identification._fit import (
 )
 from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
 from identification._problem import Problem
+from identification._profile import Profile, profile_likelihood
 from identification._results import FitResult, gauss_newton_covariance, load_result
 from identification._sensitivity import save_sensitivity, srs_sensitivity
 from identification._sweep import grid_values, lhs_values, sweep
@@ -57,6 +60,7 @@ __all__ = [
     "Parameter",
     "ParameterSpace",
     "Problem",
+    "Profile",
     "SRSExperiment",
     "Starts",
     "TimeHistoryExperiment",
@@ -69,6 +73,7 @@ __all__ = [
     "load_result",
     "misfit_report",
     "multistart",
+    "profile_likelihood",
     "sample_values",
     "save_sensitivity",
     "srs_sensitivity",

@@ -291,6 +291,54 @@ def test_a_fit_that_ends_on_a_bound_is_not_converged_and_says_which():
     np.testing.assert_allclose([result.parameters["b"], result.parameters["c"]], rest, rtol=1e-6)
 
 
+def test_profile_interval_of_a_linear_model_is_the_closed_form_one():
+    """For a model linear in its parameters the profile is exactly quadratic: the 95 % profile
+    interval of b must be b̂ ± 1.959964 σ_b with σ_b² = s² [(XᵀX)⁻¹]_bb (closed form)."""
+    rng = np.random.default_rng(3)
+    y = X @ np.array([0.5, -1.2, 2.0]) + 0.05 * rng.standard_normal(X.shape[0])
+    exp = idf.FunctionExperiment("lin", Linear(0.0, 0.0, 0.0), linear_predict, y, misfit="linear")
+    space = idf.ParameterSpace(
+        [idf.Parameter(n, n, -10.0, 10.0, 0.0, "linear") for n in ("a", "b", "c")]
+    )
+    problem = idf.Problem(space, [exp])
+    result = idf.fit(problem, idf.LevenbergMarquardt(), progress=False)
+    profile = idf.profile_likelihood(problem, result, "b", n_points=4)
+    theta = np.linalg.lstsq(X, y, rcond=None)[0]
+    s2 = np.sum((y - X @ theta) ** 2) / (X.shape[0] - 3)
+    half = 1.959963985 * np.sqrt(s2 * np.linalg.inv(X.T @ X)[1, 1])
+    assert profile.lower == pytest.approx(theta[1] - half, rel=1e-6)
+    assert profile.upper == pytest.approx(theta[1] + half, rel=1e-6)
+
+
+def test_profile_is_one_sided_where_the_data_give_only_a_limit():
+    """y = a x₀ + x₁ / (1 + c) with c = 100 in the data: the x₁ term is below the noise, so the
+    data bound c from below (a small c would show) but not from above: the upper end is None."""
+
+    def predict(m):
+        return m.a * X[:, 0] + X[:, 1] / (1.0 + m.c)
+
+    rng = np.random.default_rng(5)
+    y = np.asarray(predict(Linear(0.5, 0.0, 100.0))) + 0.05 * rng.standard_normal(X.shape[0])
+    exp = idf.FunctionExperiment("sat", Linear(0.0, 0.0, 10.0), predict, y, misfit="linear")
+    space = idf.ParameterSpace(
+        [
+            idf.Parameter("a", "a", -10.0, 10.0, 0.0, "linear"),
+            idf.Parameter("c", "c", 1e-2, 1e4, 10.0, "log_bounded"),
+        ]
+    )
+    problem = idf.Problem(space, [exp])
+    result = idf.fit(problem, idf.LevenbergMarquardt(), max_iterations=100, progress=False)
+    profile = idf.profile_likelihood(problem, result, "c", n_points=6)
+    assert profile.upper is None
+    assert profile.lower is not None and 1.0 < profile.lower < 100.0
+    # the reference: the statistic at the lower end, recomputed here by a 1-D scan of a
+    a_grid = lambda c: np.linalg.lstsq(X[:, :1], y - X[:, 1] / (1 + c), rcond=None)  # noqa: E731
+    ssr = lambda c: float(a_grid(c)[1][0])  # noqa: E731
+    ssr_min = min(ssr(c) for c in np.geomspace(1e-2, 1e4, 2001))
+    n, s2 = X.shape[0], result.s2
+    assert n * (ssr(profile.lower) / n - ssr_min / n) / s2 == pytest.approx(3.8415, rel=2e-2)
+
+
 # --------------------------------------------------------------------------- sampling
 
 
