@@ -199,6 +199,9 @@ def _four_bar_objective(sensors, ts):
     )
     gap = jnp.linalg.norm(sensors["attach"] - ANCHOR, axis=-1) - UPPER
     impacts = jnp.sum((gap[1:] > 0) & (gap[:-1] <= 0))
+    # Diagnostics only, never differentiated: stop_gradient keeps max/min's equality-tested
+    # tangents out of every traced derivative.
+    gap = jax.lax.stop_gradient(gap)
     return value, (jnp.max(gap), jnp.min(gap), impacts)
 
 
@@ -304,7 +307,7 @@ def _modal_value(q, sensors):
     bending = jnp.mean(w[:, None] * q[:, 7:] ** 2)
     value = (jnp.mean(w * sensors["tip"][:, 2]) + 1e5 * bending) * 1e2
     value = value + jnp.mean(w * sensors["tension"]) * 1e-2
-    return value, jnp.max(jnp.abs(q[:, 7:]))
+    return value, jnp.max(jnp.abs(jax.lax.stop_gradient(q[:, 7:])))  # diagnostic: no tangent
 
 
 def modal_objective(adjoint=None):
