@@ -1,6 +1,6 @@
 """Sensor channels: one scalar signal of a simulation's sensors, named ``"name"`` for a scalar
 sensor or ``"name[k]"`` for component ``k`` of a vector sensor (an accelerometer's three axes,
-a reaction's six components).
+a reaction's six components; a matrix sensor's entries in row-major order).
 
 Sensors come as :meth:`~diffmbs.system.MechanicalSystem.sensors` gives them: ``{name: array}``
 with each array of shape ``lead + sensor_shape`` (``lead`` e.g. ``(n_t,)`` for a time history,
@@ -47,23 +47,41 @@ def check_channel(shapes: Mapping[str, tuple[int, ...]], channel: str) -> tuple[
     shape = shapes.get(name)
     if shape is None or not (
         (index is None and shape == ())
-        or (index is not None and len(shape) == 1 and index < shape[0])
+        or (index is not None and shape != () and index < int(np.prod(shape)))
     ):
         valid = ", ".join(channel_names(shapes)) or "none"
         raise ValueError(f"sensor channel {channel!r} does not exist; the channels are {valid}")
     return name, index
 
 
+def _shapes(sensors: Mapping[str, Array], lead: int) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(np.shape(v))[lead:] for k, v in sensors.items()}
+
+
+def _select(values: Array, index: int | None, lead: int) -> Array:
+    """Component ``index`` of the flattened sensor (row-major: a rotation matrix's (i, j) is
+    ``3 i + j``), or the scalar sensor itself."""
+    if index is None:
+        return values
+    flat = values.reshape(tuple(values.shape[:lead]) + (-1,))
+    return flat[(slice(None),) * lead + (index,)]
+
+
 def channel(sensors: Mapping[str, Array], channel: str, lead: int = 1) -> Array:
     """The signal of ``channel`` from ``sensors`` whose arrays have ``lead`` leading axes (1 for
-    a time history ``(n_t, ...)``): shape ``(n_t,)`` then. Errors as :func:`check_channel`."""
-    shapes = {k: tuple(np.shape(v))[lead:] for k, v in sensors.items()}
-    name, index = check_channel(shapes, channel)
-    values = sensors[name]
-    return values if index is None else values[(slice(None),) * lead + (index,)]
+    a time history ``(n_t, ...)``): shape ``(n_t,)`` then. The components of a vector or matrix
+    sensor are its entries in row-major order. Errors as :func:`check_channel`."""
+    name, index = check_channel(_shapes(sensors, lead), channel)
+    return _select(sensors[name], index, lead)
 
 
 def flat_channels(sensors: Mapping[str, Array], lead: int = 1) -> dict[str, Array]:
     """Every channel of ``sensors`` (arrays with ``lead`` leading axes) by name."""
-    shapes = {k: tuple(np.shape(v))[lead:] for k, v in sensors.items()}
-    return {c: channel(sensors, c, lead) for c in channel_names(shapes)}
+    out = {}
+    for name, shape in _shapes(sensors, lead).items():
+        if shape == ():
+            out[name] = sensors[name]
+        else:
+            for k in range(int(np.prod(shape))):
+                out[f"{name}[{k}]"] = _select(sensors[name], k, lead)
+    return out

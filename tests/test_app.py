@@ -116,6 +116,12 @@ def test_channels_of_vector_sensors():
     for bad in ("a", "e[0]", "b", "a[x]"):
         with pytest.raises(ValueError, match="sensor channel"):
             channel(sensors, bad)
+    # a matrix sensor (a rotation matrix over two samples): entries in row-major order
+    matrix = {"R": np.arange(18.0).reshape(2, 3, 3)}
+    np.testing.assert_array_equal(channel(matrix, "R[5]"), [5.0, 14.0])  # (i, j) = (1, 2)
+    assert list(flat_channels(matrix)) == [f"R[{k}]" for k in range(9)]
+    with pytest.raises(ValueError, match=r"'R\[9\]' does not exist"):
+        channel(matrix, "R[9]")
 
 
 def test_multibody_fit_from_a_job_file_recovers_the_other_simulators_parameters(tmp_path, capsys):
