@@ -59,9 +59,9 @@ class SimulationOptions:
     - ``t0`` s: start time, default ``ts[0]``.
     - ``kkt_solver``: strategy for constrained systems, default
       :class:`~diffmbs.system.NullSpaceKKT`.
-    - ``project``: project the saved ``(q, v)`` onto ``Φ = 0``, ``Φ̇ = 0`` (Newton, fixed
-      ``projection_iterations``) before evaluating accelerations and sensors. The integration
-      itself is not altered.
+    - ``project``: project the saved ``(q, v)`` onto ``Φ = 0``, ``Φ̇ = 0`` (the same
+      :func:`~diffmbs.system.project_state`, ``projection_iterations`` Newton steps) before
+      evaluating accelerations and sensors. The integration itself is not altered.
     - ``output_chunk``: saved samples evaluated together (vectorised) for the outputs
       (v̇, multipliers, sensors, projection); the samples go through in chunks of this size,
       so memory stays bounded on long records and in batches. Default 1: vectorising the

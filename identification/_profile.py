@@ -92,14 +92,17 @@ def _refine(statistic, x, y, z, threshold, k, outward, tol=1e-3, iterations=12) 
     below, above = (x[k], y[k], z[k]), (x[k + outward], y[k + outward], z[k + outward])
     guess = _crossing(x, y, threshold, k, outward)
     side = 0
+
+    def halved(point):  # Illinois: the end kept twice weighs half as much
+        return point[0], (point[1] - threshold) / 2 + threshold, point[2]
+
     for _ in range(iterations):
         value, z_new = statistic(guess, below[2])
         if abs(value - threshold) <= tol * threshold:
             return guess
-        halved = lambda p: (p[0], (p[1] - threshold) / 2 + threshold, p[2])  # noqa: E731
         if value < threshold:
             below = (guess, value, z_new)
-            above = halved(above) if side < 0 else above  # Illinois: the stale end weighs less
+            above = halved(above) if side < 0 else above
             side = -1
         else:
             above = (guess, value, z_new)

@@ -121,11 +121,12 @@ def _at_bounds(space, values: np.ndarray) -> dict[str, str]:
     for prm, value in zip(space.parameters, values, strict=True):
         if not (math.isfinite(prm.lower) and math.isfinite(prm.upper)):
             continue
-        lo, hi = prm.sampling_box()
-        x = math.log(value) if prm.log_scale and value > 0 else float(value)
         if prm.log_scale and value <= 0:
             out[prm.name] = "lower"
-        elif x <= lo + AT_BOUND_MARGIN * (hi - lo):
+            continue
+        lo, hi = prm.sampling_box()
+        x = math.log(value) if prm.log_scale else float(value)
+        if x <= lo + AT_BOUND_MARGIN * (hi - lo):
             out[prm.name] = "lower"
         elif x >= hi - AT_BOUND_MARGIN * (hi - lo):
             out[prm.name] = "upper"
