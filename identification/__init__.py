@@ -9,6 +9,8 @@ Generic over any model pytree (an ``equinox.Module``):
 * :class:`Problem` — residuals, loss and Jacobian as pure functions of the unconstrained ``z``;
 * fitters — :class:`LevenbergMarquardt`, :class:`GaussNewton`, :class:`Adam`, :class:`LBFGS` —
   run by :func:`fit` (progress, checkpoints, resume) after an optional :func:`multistart`;
+* :func:`global_fit` — a batched global search (:class:`CMAES`) over the box, then the local
+  fitter from the best distinct candidates: what finds the basin of an SRS misfit;
 * :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
   identifiability; ``save`` writes JSON and figures;
 * :func:`profile_likelihood` — confidence intervals by profiling, one-sided where only a limit
@@ -26,27 +28,36 @@ from identification._experiments import (
     TimeHistoryExperiment,
     misfit_report,
 )
-from identification._fit import (
-    LBFGS,
-    AbstractFitter,
-    Adam,
-    GaussNewton,
-    LevenbergMarquardt,
-    Starts,
-    fit,
-    halton,
-    latin_hypercube,
-    multistart,
-    sample_values,
+from identification._fit import fit
+from identification._fitters import LBFGS, AbstractFitter, Adam, GaussNewton, LevenbergMarquardt
+from identification._global import (
+    CMAES,
+    AbstractGlobalSearch,
+    GlobalSearchResult,
+    global_fit,
+    global_search,
 )
 from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
 from identification._problem import Problem
 from identification._profile import Profile, profile_likelihood
 from identification._results import FitResult, gauss_newton_covariance, load_result
+from identification._sampling import (
+    Starts,
+    batched_loss,
+    halton,
+    latin_hypercube,
+    multistart,
+    sample_values,
+)
 from identification._sensitivity import save_sensitivity, srs_sensitivity
 from identification._sweep import grid_values, lhs_values, sweep
 
 __all__ = [
+    "CMAES",
+    "AbstractGlobalSearch",
+    "GlobalSearchResult",
+    "global_fit",
+    "global_search",
     "DB_FLOOR",
     "LBFGS",
     "TRANSFORMS",
@@ -64,6 +75,7 @@ __all__ = [
     "SRSExperiment",
     "Starts",
     "TimeHistoryExperiment",
+    "batched_loss",
     "fit",
     "gauss_newton_covariance",
     "grid_values",

@@ -315,6 +315,27 @@ class ParameterSpace(eqx.Module):
             [p.dz_dlog_value(values[..., i]) for i, p in enumerate(self.parameters)], axis=-1
         )
 
+    def from_box(self, u: ArrayLike) -> np.ndarray:
+        """Unit-box coordinates ``u (..., p)`` in ``[0, 1]`` → values SI: ``u = 0`` is the
+        lower bound, ``u = 1`` the upper, linear in each parameter's sampling coordinate
+        (:meth:`Parameter.sampling_box`: ``log θ`` or ``θ``). Needs finite bounds."""
+        u = np.asarray(u, dtype=np.float64)
+        self._check_last_axis(u, "u")
+        lo, hi = np.array([p.sampling_box() for p in self.parameters]).T
+        s = lo + (hi - lo) * u
+        log = np.array([p.log_scale for p in self.parameters])
+        return np.where(log, np.exp(np.where(log, s, 0.0)), s)
+
+    def to_box(self, values: ArrayLike) -> np.ndarray:
+        """Values SI ``(..., p)`` → unit-box coordinates; the inverse of :meth:`from_box`."""
+        values = np.asarray(values, dtype=np.float64)
+        self._check_last_axis(values, "values")
+        lo, hi = np.array([p.sampling_box() for p in self.parameters]).T
+        log = np.array([p.log_scale for p in self.parameters])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s = np.where(log, np.log(np.where(log, values, 1.0)), values)
+        return (s - lo) / (hi - lo)
+
     def _check_last_axis(self, x: Array, what: str) -> None:
         if x.ndim == 0 or x.shape[-1] != len(self):
             raise ValueError(

@@ -29,7 +29,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from identification._fit import LevenbergMarquardt, fit
+from identification._fit import fit
+from identification._fitters import LevenbergMarquardt
 from identification._parameters import ParameterSpace
 from identification._problem import Problem
 from identification._results import FitResult

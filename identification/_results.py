@@ -151,7 +151,9 @@ class FitResult:
       ``non_identifiable`` (list of ``{"ratio", "direction": {name: component}}``),
       ``identifiable`` (name → bool), ``outside_bounds`` (names whose value left the bounds),
       ``at_bounds`` (name → ``"lower"`` or ``"upper"``: the value sits within
-      :data:`AT_BOUND_MARGIN` of the span of a bound, in the sampling coordinate, or beyond it).
+      :data:`AT_BOUND_MARGIN` of the span of a bound, in the sampling coordinate, or beyond it);
+    - ``evaluations``: the fitter's model runs, ``{"simulations", "jacobians"}`` where it counts
+      them; ``search``: the global stage of :func:`~identification.global_fit`, if one ran.
 
     A fit with a parameter at a bound is not reported as converged, whatever stopped it: the
     optimum the data point to lies outside the box (or the fit ran into it on the way), so the
@@ -183,6 +185,8 @@ class FitResult:
     identifiable: dict[str, bool]
     outside_bounds: list[str]
     at_bounds: dict[str, str] = dataclasses.field(default_factory=dict)
+    evaluations: dict[str, int] = dataclasses.field(default_factory=dict)
+    search: dict[str, Any] | None = None
 
     @classmethod
     def from_problem(
@@ -195,6 +199,7 @@ class FitResult:
         converged: bool = False,
         fitter: str = "",
         message: str = "",
+        evaluations: dict[str, int] | None = None,
         rcond: float = 1e-12,
         identifiability_tol: float = 1e-6,
     ) -> FitResult:
@@ -281,6 +286,7 @@ class FitResult:
             identifiable={n: bool(b) for n, b in zip(names, unc["identifiable"], strict=True)},
             outside_bounds=outside,
             at_bounds=at_bounds,
+            evaluations=dict(evaluations or {}),
         )
 
     # ---------------------------------------------------------------- output

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from identification._fit import sample_values
 from identification._parameters import ParameterSpace
 from identification._problem import Problem
+from identification._sampling import sample_values
 
 __all__ = ["grid_values", "lhs_values", "sweep"]
 

@@ -1,0 +1,373 @@
+"""Fitters as swappable strategy objects.
+
+A fitter is a small ``equinox.Module`` holding its settings, with three pure methods:
+
+* ``init(problem, z0) -> state`` — the state at the start (a pytree of arrays);
+* ``step(problem, state) -> state`` — one iteration;
+* ``done(state) -> bool`` — whether the fitter's own stopping rule has fired.
+
+Every state has ``z`` (the current unconstrained vector, ``(p,)``) and ``loss`` (the loss at
+``z``, or for the gradient methods at the last evaluated point). Concrete fitters:
+
+* :class:`LevenbergMarquardt` — damped Gauss–Newton with Marquardt's diagonal scaling and
+  Nielsen's damping update; the workhorse for least squares with a few parameters.
+* :class:`GaussNewton` — undamped steps (least-squares solve, so rank deficiency is harmless)
+  with a backtracking (Armijo) line search.
+* :class:`Adam` and :class:`LBFGS` — optax's ``adam`` and ``lbfgs`` (zoom line search) on the
+  scalar loss.
+
+The model runs only inside compiled kernels shared by all fitters and by the results —
+``evaluate`` (residuals and predictions) and ``residuals_and_jacobian`` (forward- or
+reverse-mode Jacobian), see :mod:`identification._problem` — so a model is compiled once per
+problem structure, whichever fitter runs, and a resumed run or the final covariance compiles
+nothing new. Levenberg–Marquardt and Gauss–Newton do their ``p × p`` algebra in NumPy
+(float64, deterministic); L-BFGS runs one compiled iteration (optax's zoom line search calls
+the loss inside a ``while_loop``).
+
+Why Levenberg–Marquardt is written here rather than taken from optimistix: the loop needs a
+state of plain arrays (a checkpoint is just those arrays, and a resumed run repeats the
+uninterrupted one bit for bit), the Jacobian only after accepted steps, and the shared kernels
+above. ``optimistix.LevenbergMarquardt`` has ``init``/``step`` too, but its state carries
+lineax operators and function-info objects whose layout is an implementation detail, it jits
+the model into each step, and its damping rule is not Nielsen's. The algorithm is thirty
+lines; owning them keeps checkpoints stable.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array
+
+from identification._problem import Problem, evaluate, loss_and_grad, residuals_and_jacobian
+
+__all__ = ["LBFGS", "REASONS", "AbstractFitter", "Adam", "GaussNewton", "LevenbergMarquardt"]
+
+# Stop reasons (state.reason); 0 = still running.
+REASONS: tuple[str, ...] = (
+    "running",
+    "relative loss change below ftol",
+    "step below xtol",
+    "loss below atol",
+    "damping overflow: no step reduces the loss",
+    "line search found no decrease",
+    "gradient below gtol",
+)
+
+
+class AbstractFitter(eqx.Module):
+    """Strategy for minimising a :class:`~identification.Problem`; see the module docstring.
+
+    ``init`` and ``step`` are called from Python by :func:`fit`; they run the model only
+    through compiled kernels (``jax.jit``), so a step costs the model evaluations it needs plus
+    a few microseconds of Python. States are ``equinox.Module`` pytrees of arrays, which is
+    all a checkpoint stores.
+    """
+
+    @abc.abstractmethod
+    def init(self, problem: Problem, z0: Array) -> Any:
+        """State at ``z0`` (shape ``(p,)``)."""
+
+    @abc.abstractmethod
+    def step(self, problem: Problem, state: Any) -> Any:
+        """One iteration."""
+
+    def done(self, state: Any) -> bool:
+        """Whether the fitter has converged or cannot progress."""
+        return int(state.reason) > 0
+
+    def evaluations(self, state: Any, iterations: int) -> dict[str, int]:
+        """Model runs so far, ``{"simulations": …, "jacobians": …}``, where the fitter counts
+        them (``{}`` otherwise)."""
+        del state, iterations
+        return {}
+
+
+def _f64(x) -> np.ndarray:
+    return np.array(x, dtype=np.float64)
+
+
+def _i64(x) -> np.ndarray:
+    return np.array(x, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- Levenberg–Marquardt
+
+
+class LMState(eqx.Module):
+    """``z`` ``(p,)``; ``residuals`` ``(m,)`` and ``jac`` ``(m, p)`` at ``z``; ``loss`` ``()``;
+    damping ``mu`` (relative to diag(JᵀJ)) and its growth factor ``nu``; counts of accepted and
+    rejected steps; ``reason`` (index into ``REASONS``, 0 while running). NumPy arrays."""
+
+    z: np.ndarray
+    residuals: np.ndarray
+    jac: np.ndarray
+    loss: np.ndarray
+    mu: np.ndarray
+    nu: np.ndarray
+    accepted: np.ndarray
+    rejected: np.ndarray
+    reason: np.ndarray
+
+
+def _rj(problem: Problem, z) -> tuple[np.ndarray, np.ndarray]:
+    r, jac = residuals_and_jacobian(problem, jnp.asarray(z, dtype=float))
+    return _f64(r), _f64(jac)
+
+
+def _r(problem: Problem, z) -> np.ndarray:
+    return _f64(evaluate(problem, jnp.asarray(z, dtype=float))[0])
+
+
+class LevenbergMarquardt(AbstractFitter):
+    """Levenberg–Marquardt on the residuals, with Nielsen's damping update.
+
+    Each step solves ``(JᵀJ + μ D) δ = −Jᵀ r`` with ``D = diag(JᵀJ)`` (Marquardt's scaling, so
+    the steps do not depend on the units of ``z``; diagonal entries below ``1e-12 · max`` are
+    raised to that). The gain ratio ``ρ = (F(z) − F(z+δ)) / (L(0) − L(δ))`` (``F = ½‖r‖²``,
+    ``L`` its linear model) decides: ``ρ > 0`` accepts, ``μ ← μ · max(1/3, 1 − (2ρ − 1)³)``,
+    ``ν ← 2``, and the Jacobian is recomputed there; otherwise ``μ ← μ ν``, ``ν ← 2ν``
+    (Nielsen 1999). A trial point with non-finite residuals (a failed simulation) is rejected.
+    One iteration costs one model evaluation, plus one Jacobian if the step is accepted.
+
+    Stops when an accepted step changes the loss by less than ``ftol`` relative, when
+    ``‖δ‖ ≤ xtol (‖z‖ + xtol)``, when the loss is at most ``atol``, or when ``μ`` exceeds
+    ``mu_max`` (no step helps).
+    """
+
+    ftol: float = 1e-10
+    xtol: float = 1e-10
+    atol: float = 0.0
+    mu0: float = 1e-3
+    mu_max: float = 1e16
+
+    def init(self, problem, z0):
+        z0 = _f64(z0)
+        r, jac = _rj(problem, z0)
+        loss = np.mean(r**2)
+        reason = 0 if np.isfinite(loss) and np.all(np.isfinite(jac)) else 4
+        return LMState(
+            z0, r, jac, _f64(loss), _f64(self.mu0), _f64(2.0), _i64(0), _i64(0), _i64(reason)
+        )
+
+    def evaluations(self, state: LMState, iterations: int) -> dict[str, int]:
+        # One trial simulation per iteration; a Jacobian at the start and after each accepted step.
+        return {"simulations": int(iterations), "jacobians": 1 + int(state.accepted)}
+
+    def step(self, problem, state: LMState) -> LMState:
+        z, r, jac, mu, nu = state.z, state.residuals, state.jac, float(state.mu), float(state.nu)
+        a = jac.T @ jac
+        g = jac.T @ r
+        d = np.diagonal(a).copy()
+        d = np.maximum(d, 1e-12 * np.max(d) + np.finfo(np.float64).tiny)
+        delta = np.linalg.solve(a + mu * np.diag(d), -g)
+        z_new = z + delta
+        r_new = _r(problem, z_new)
+        f_old = 0.5 * float(r @ r)
+        f_new = 0.5 * float(r_new @ r_new)
+        predicted = 0.5 * float(delta @ (mu * d * delta - g))
+        rho = (f_old - f_new) / predicted if predicted > 0 else -1.0
+        ok = bool(np.isfinite(f_new) and np.all(np.isfinite(delta)) and rho > 0)
+        if ok:
+            _, jac_new = _rj(problem, z_new)
+            if not np.all(np.isfinite(jac_new)):
+                ok = False
+        if ok:
+            z2, r2, jac2 = z_new, r_new, jac_new
+            mu2, nu2 = mu * max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3), 2.0
+        else:
+            z2, r2, jac2, mu2, nu2 = z, r, jac, mu * nu, 2.0 * nu
+        loss2 = float(np.mean(r2**2))
+        if ok and f_old - f_new <= self.ftol * f_old:
+            reason = 1
+        elif np.linalg.norm(delta) <= self.xtol * (np.linalg.norm(z) + self.xtol):
+            reason = 2
+        elif loss2 <= self.atol:
+            reason = 3
+        elif mu2 > self.mu_max:
+            reason = 4
+        else:
+            reason = 0
+        return LMState(
+            z2,
+            r2,
+            jac2,
+            _f64(loss2),
+            _f64(mu2),
+            _f64(nu2),
+            _i64(state.accepted + ok),
+            _i64(state.rejected + (not ok)),
+            _i64(reason),
+        )
+
+
+# --------------------------------------------------------------------------- Gauss–Newton
+
+
+class GNState(eqx.Module):
+    """``z``, ``residuals``, ``jac``, ``loss`` at ``z``; ``reason``. NumPy arrays."""
+
+    z: np.ndarray
+    residuals: np.ndarray
+    jac: np.ndarray
+    loss: np.ndarray
+    reason: np.ndarray
+
+
+class GaussNewton(AbstractFitter):
+    """Gauss–Newton steps ``δ = −J⁺ r`` (least squares, minimum norm at rank deficiency) with a
+    backtracking line search: ``α = 1, ½, ¼, …`` (at most ``max_backtracks`` halvings) until
+    ``F(z + αδ) ≤ F(z) + c α ∇Fᵀδ`` (Armijo, ``c = armijo``). Stops as
+    :class:`LevenbergMarquardt` (``ftol``, ``xtol``, ``atol``) or when no ``α`` decreases the
+    loss."""
+
+    ftol: float = 1e-10
+    xtol: float = 1e-10
+    atol: float = 0.0
+    max_backtracks: int = 30
+    armijo: float = 1e-4
+
+    def init(self, problem, z0):
+        z0 = _f64(z0)
+        r, jac = _rj(problem, z0)
+        loss = np.mean(r**2)
+        return GNState(z0, r, jac, _f64(loss), _i64(0 if np.isfinite(loss) else 4))
+
+    def step(self, problem, state: GNState) -> GNState:
+        z, r, jac = state.z, state.residuals, state.jac
+        delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
+        f_old = 0.5 * float(r @ r)
+        slope = float((jac.T @ r) @ delta)  # ∇F · δ ≤ 0
+        alpha, ok = 1.0, False
+        for _ in range(self.max_backtracks + 1):
+            r_new = _r(problem, z + alpha * delta)
+            f_new = 0.5 * float(r_new @ r_new)
+            if np.isfinite(f_new) and f_new <= f_old + self.armijo * alpha * slope:
+                ok = f_new < f_old or f_old == 0.0
+                break
+            alpha *= 0.5
+        if ok:
+            z2 = z + alpha * delta
+            _, jac2 = _rj(problem, z2)
+            r2 = r_new
+        else:
+            z2, r2, jac2 = z, r, jac
+        loss2 = float(np.mean(r2**2))
+        if not ok:
+            reason = 5
+        elif f_old - f_new <= self.ftol * f_old:
+            reason = 1
+        elif alpha * np.linalg.norm(delta) <= self.xtol * (np.linalg.norm(z) + self.xtol):
+            reason = 2
+        elif loss2 <= self.atol:
+            reason = 3
+        else:
+            reason = 0
+        return GNState(z2, r2, jac2, _f64(loss2), _i64(reason))
+
+
+# --------------------------------------------------------------------------- optax fitters
+
+
+class OptaxState(eqx.Module):
+    """``z``; optax's state; ``loss`` and ``grad_norm`` at the last evaluated point;
+    ``reason``."""
+
+    z: Array
+    opt_state: Any
+    loss: Array
+    grad_norm: Array
+    reason: Array
+
+
+@eqx.filter_jit
+def _optax_update(fitter, grad, opt_state, z):
+    updates, opt_state = fitter._optimizer().update(grad, opt_state, z)
+    return optax.apply_updates(z, updates), opt_state
+
+
+class Adam(AbstractFitter):
+    """``optax.adam(learning_rate)`` on the loss, in ``z`` (a step of ``learning_rate`` in
+    ``ln θ`` is a relative change of that size). Runs for the iterations :func:`fit` allows,
+    or until ``‖∇loss‖ ≤ gtol``. ``state.loss`` is the loss before the latest update. The
+    gradient comes from :func:`~identification._problem.loss_and_grad` (the shared forward-mode
+    Jacobian kernel when ``jac="fwd"``)."""
+
+    learning_rate: float = 0.05
+    gtol: float = 0.0
+
+    def _optimizer(self):
+        return optax.adam(self.learning_rate)
+
+    def init(self, problem, z0):
+        z0 = jnp.asarray(z0, dtype=float)
+        loss, grad = loss_and_grad(problem, z0)
+        return OptaxState(
+            z0, self._optimizer().init(z0), loss, jnp.linalg.norm(grad), jnp.asarray(0)
+        )
+
+    def step(self, problem, state: OptaxState) -> OptaxState:
+        loss, grad = loss_and_grad(problem, state.z)
+        z, opt_state = _optax_update(self, grad, state.opt_state, state.z)
+        gnorm = jnp.linalg.norm(grad)
+        reason = jnp.where(gnorm <= self.gtol, 6, 0)
+        return OptaxState(z, opt_state, loss, gnorm, reason)
+
+
+@eqx.filter_jit
+def _lbfgs_step(fitter: LBFGS, problem: Problem, state: OptaxState) -> OptaxState:
+    opt = fitter._optimizer()
+    value_and_grad = optax.value_and_grad_from_state(problem.loss)
+    value, grad = value_and_grad(state.z, state=state.opt_state)
+    updates, opt_state = opt.update(
+        grad, state.opt_state, state.z, value=value, grad=grad, value_fn=problem.loss
+    )
+    z = optax.apply_updates(state.z, updates)
+    new_value = optax.tree_utils.tree_get(opt_state, "value")
+    new_grad = optax.tree_utils.tree_get(opt_state, "grad")
+    gnorm = jnp.linalg.norm(new_grad)
+    change = jnp.abs(value - new_value)
+    reason = jnp.select(
+        [
+            jnp.isfinite(new_value) & (change <= fitter.ftol * jnp.abs(value)),
+            gnorm <= fitter.gtol,
+            new_value <= fitter.atol,
+        ],
+        [1, 6, 3],
+        0,
+    )
+    return OptaxState(z, opt_state, new_value, gnorm, reason)
+
+
+class LBFGS(AbstractFitter):
+    """``optax.lbfgs`` (memory ``memory_size``, zoom line search) on the loss.
+
+    One iteration is one compiled function (the line search is a ``while_loop`` that calls the
+    loss and its gradient). The value and gradient at each new point come from the line
+    search's state (``optax.value_and_grad_from_state``). Stops when the loss changes by at
+    most ``ftol`` relative between iterations, when ``‖∇loss‖ ≤ gtol``, or when the loss is at
+    most ``atol``.
+    """
+
+    memory_size: int = eqx.field(static=True, default=10)
+    ftol: float = 1e-12
+    gtol: float = 1e-10
+    atol: float = 0.0
+
+    def _optimizer(self):
+        return optax.lbfgs(memory_size=self.memory_size)
+
+    def init(self, problem, z0):
+        z0 = jnp.asarray(z0, dtype=float)
+        loss, grad = loss_and_grad(problem, z0)
+        return OptaxState(
+            z0, self._optimizer().init(z0), loss, jnp.linalg.norm(grad), jnp.asarray(0)
+        )
+
+    def step(self, problem, state: OptaxState) -> OptaxState:
+        return _lbfgs_step(self, problem, state)
