@@ -278,6 +278,7 @@ def global_fit(
     seed: int = 0,
     batch_size: int = 256,
     checkpoint_dir: str | Path | None = None,
+    checkpoint_every: int = 2,
     resume: bool = False,
     progress: bool = True,
 ) -> FitResult:
@@ -288,7 +289,8 @@ def global_fit(
     refinement's start loss, end loss and message).
 
     ``checkpoint_dir``: the search's checkpoint (``global.npz``) and each refinement's
-    (``refine_<i>.npz``) go there; with ``resume`` the run continues from them.
+    (``refine_<i>.npz``, every ``checkpoint_every`` iterations) go there; with ``resume`` the
+    run continues from them.
     """
     search = CMAES() if search is None else search
     fitter = LevenbergMarquardt() if fitter is None else fitter
@@ -303,9 +305,16 @@ def global_fit(
     results = []
     for i, z0 in enumerate(starts):
         results.append(
-            fit(problem, fitter, z0=z0, max_iterations=max_iterations, progress=progress,
+            fit(
+                problem,
+                fitter,
+                z0=z0,
+                max_iterations=max_iterations,
+                progress=progress,
                 checkpoint=None if folder is None else folder / f"refine_{i}.npz",
-                resume=resume)  # fmt: skip
+                checkpoint_every=checkpoint_every,
+                resume=resume,
+            )  # fmt: skip
         )
     best = min(results, key=lambda r: r.loss if math.isfinite(r.loss) else math.inf)
     best.search = {

@@ -42,6 +42,7 @@ __all__ = ["TRANSFORMS", "Parameter", "ParameterSpace"]
 Transform = Literal["log", "bounded", "log_bounded", "linear"]
 TRANSFORMS: tuple[str, ...] = Transform.__args__
 
+
 class Parameter(eqx.Module):
     """One fitted quantity.
 

@@ -317,6 +317,12 @@ class FitResult:
                 f"{n:<20} {self.parameters[n]:>14.6g} {f'{rel:.3g}' if known else '-':>10}  "
                 f"{self.units[n]:<10} {note}".rstrip()
             )
+        if self.search:
+            ends = ", ".join(f"{r['loss']:.4g}" for r in self.search["refinements"])
+            lines.append(
+                f"global stage: {self.search['evaluations']} simulations "
+                f"({self.search['strategy']}); local fits ended at losses {ends}"
+            )
         for name, e in self.experiments.items():
             m = e["misfit"]
             if e["in_db"]:

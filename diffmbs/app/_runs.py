@@ -21,6 +21,7 @@ from identification import (
     Problem,
     SRSExperiment,
     fit,
+    global_fit,
     grid_values,
     lhs_values,
     multistart,
@@ -97,9 +98,17 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
             values = np.ones_like(freqs)
         try:
             experiments.append(
-                SRSExperiment(spec.name, spec.model, sim.sensor, sim.sample_times(), freqs,
-                              values, damping=job.srs.damping, kind=job.srs.kind,
-                              simulate_kwargs=options)  # fmt: skip
+                SRSExperiment(
+                    spec.name,
+                    spec.model,
+                    sim.sensor,
+                    sim.sample_times(),
+                    freqs,
+                    values,
+                    damping=job.srs.damping,
+                    kind=job.srs.kind,
+                    simulate_kwargs=options,
+                )  # fmt: skip
             )
         except ValueError as err:
             raise ConfigError(f"experiments[{i}]: {err}") from err
@@ -114,30 +123,44 @@ def run_fit_job(
 ) -> FitResult:
     """Fit the job (a :class:`Job` or its path); write the report into ``out_dir``: the fit's
     ``result.json`` and figures, ``sensitivity_*.csv/png`` at the fitted values, and the
-    checkpoint ``checkpoint.npz``. With ``resume=True`` a checkpoint left in ``out_dir`` by an
-    interrupted run is continued and the result is the same as an uninterrupted run's."""
+    checkpoints (``global.npz`` and ``refine_<i>.npz`` after a global stage, else
+    ``checkpoint.npz``). With ``resume=True`` the checkpoints left in ``out_dir`` by an
+    interrupted run are continued and the result is the same as an uninterrupted run's.
+
+    With a global stage (``[fit] global``, by default whenever every parameter has finite
+    bounds) this is :func:`~identification.global_fit`; otherwise the fitter runs from the
+    initial values, or from the best of ``multistart`` Latin-hypercube samples."""
     job = _job(job)
     settings = job.fit
     problem = problem_from_job(job)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = out_dir / "checkpoint.npz"
-    z0 = None
-    if settings.multistart and not (resume and checkpoint.exists()):
-        starts = multistart(problem, settings.multistart, seed=settings.seed, n_best=1)
-        z0 = starts.z[0]
-        if starts.loss[0] > float(problem.loss(problem.initial_z)):
-            z0 = None  # the configured initial values are better than every sample
-    result = fit(
-        problem,
-        settings.fitter(),
-        z0=z0,
-        max_iterations=max_iterations or settings.max_iterations,
-        checkpoint=checkpoint,
-        checkpoint_every=settings.checkpoint_every,
-        resume=resume,
-        progress=progress,
-    )
+    iterations = max_iterations or settings.max_iterations
+    search = settings.search(problem.space)
+    if search is not None:
+        result = global_fit(
+            problem, search, settings.fitter(), n_refine=settings.refine,
+            max_iterations=iterations, seed=settings.seed, checkpoint_dir=out_dir,
+            checkpoint_every=settings.checkpoint_every, resume=resume, progress=progress,
+        )  # fmt: skip
+    else:
+        checkpoint = out_dir / "checkpoint.npz"
+        z0 = None
+        if settings.multistart and not (resume and checkpoint.exists()):
+            starts = multistart(problem, settings.multistart, seed=settings.seed, n_best=1)
+            z0 = starts.z[0]
+            if starts.loss[0] > float(problem.loss(problem.initial_z)):
+                z0 = None  # the configured initial values are better than every sample
+        result = fit(
+            problem,
+            settings.fitter(),
+            z0=z0,
+            max_iterations=iterations,
+            checkpoint=checkpoint,
+            checkpoint_every=settings.checkpoint_every,
+            resume=resume,
+            progress=progress,
+        )
     result.save(out_dir)
     save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
     return result

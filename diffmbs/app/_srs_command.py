@@ -371,5 +371,3 @@ def _run_srs_command(args: argparse.Namespace) -> None:
     )
     print(csv_path)
     print(png_path)
-
-

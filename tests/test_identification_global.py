@@ -1,0 +1,101 @@
+"""The global stage: a batched CMA-ES over the box, then LM from the best distinct candidates.
+
+References: a sinusoid whose frequency the misfit makes multimodal (the global minimum is the
+generating frequency, known exactly; a local fit from the start stops in a side lobe), and an
+uninterrupted run for resume."""
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffmbs
+import identification as idf
+from identification._global import _distinct_best
+
+diffmbs.configure()
+
+T = np.linspace(0.0, 1.0, 200)
+TRUE_FREQUENCY, TRUE_AMPLITUDE = 7.3, 2.0  # Hz, 1
+
+
+class Tone(eqx.Module):
+    frequency: jnp.ndarray
+    amplitude: jnp.ndarray
+
+
+def tone(model: Tone):
+    return model.amplitude * jnp.sin(2 * jnp.pi * model.frequency * T)
+
+
+def tone_problem(initial_frequency: float = 2.5) -> idf.Problem:
+    measured = TRUE_AMPLITUDE * np.sin(2 * np.pi * TRUE_FREQUENCY * T)
+    experiment = idf.FunctionExperiment(
+        "tone", Tone(jnp.asarray(1.0), jnp.asarray(1.0)), tone, measured, misfit="linear"
+    )
+    space = idf.ParameterSpace(
+        [
+            idf.Parameter("frequency", "frequency", 0.5, 20.0, initial_frequency, "log_bounded"),
+            idf.Parameter("amplitude", "amplitude", 0.1, 10.0, 1.0, "log_bounded"),
+        ]
+    )
+    return idf.Problem(space, [experiment])
+
+
+def test_local_fit_stops_in_a_side_lobe_and_the_global_fit_finds_the_truth():
+    problem = tone_problem()
+    local = idf.fit(problem, max_iterations=50, progress=False)
+    assert local.loss > 1.0  # a side lobe: the data's variance is 2.0, the truth's loss 0
+    result = idf.global_fit(problem, idf.CMAES(population_size=16, generations=15),
+                            progress=False)  # fmt: skip
+    np.testing.assert_allclose(result.parameters["frequency"], TRUE_FREQUENCY, rtol=1e-8)
+    np.testing.assert_allclose(result.parameters["amplitude"], TRUE_AMPLITUDE, rtol=1e-8)
+    assert result.converged and result.loss < 1e-16
+    search = result.search
+    assert search["evaluations"] == 16 * 15
+    assert np.all(np.diff(search["best_history"]) <= 0)  # the best so far never gets worse
+    assert len(search["refinements"]) == 4  # three candidates and the initial values
+    assert search["refinements"][-1]["loss"] == pytest.approx(local.loss)
+
+
+def test_search_resumed_from_its_checkpoint_ends_where_an_uninterrupted_one_does(tmp_path):
+    problem = tone_problem()
+    search = idf.CMAES(population_size=8, generations=6)
+    whole = idf.global_search(problem, search, seed=3, progress=False)
+    path = tmp_path / "global.npz"
+    idf.global_search(problem, search, generations=2, seed=3, checkpoint=path, progress=False)
+    resumed = idf.global_search(problem, search, seed=3, checkpoint=path, resume=True,
+                                progress=False)  # fmt: skip
+    np.testing.assert_array_equal(resumed.z, whole.z)
+    np.testing.assert_array_equal(resumed.best_history, whole.best_history)
+    assert resumed.evaluations == whole.evaluations == 48
+    with pytest.raises(ValueError, match="seed"):
+        idf.global_search(problem, search, seed=4, checkpoint=path, resume=True, progress=False)
+
+
+def test_batched_loss_in_chunks_equals_one_at_a_time():
+    problem = tone_problem()
+    zs = problem.space.to_unconstrained(idf.sample_values(problem.space, 7, seed=1))
+    one_by_one = np.array([float(problem.loss(z)) for z in zs])
+    np.testing.assert_allclose(idf.batched_loss(problem, zs, batch_size=3), one_by_one, rtol=1e-13)
+
+
+def test_distinct_candidates_are_apart_and_best_first():
+    u = np.array([[0.5, 0.5], [0.51, 0.5], [0.9, 0.1], [0.2, 0.2], [0.21, 0.2]])
+    losses = np.array([1.0, 0.5, 3.0, 2.0, np.inf])
+    np.testing.assert_array_equal(_distinct_best(u, losses, 3, 0.05), [1, 3, 2])
+    np.testing.assert_array_equal(_distinct_best(u, losses, 2, 0.05), [1, 3])
+
+
+def test_box_coordinates_round_trip_and_global_search_needs_finite_bounds():
+    space = tone_problem().space
+    values = np.array([[0.5, 10.0], [3.0, 1.0]])
+    np.testing.assert_allclose(space.to_box(values), [[0.0, 1.0], [np.log(6) / np.log(40), 0.5]])
+    np.testing.assert_allclose(space.from_box(space.to_box(values)), values, rtol=1e-14)
+    unbounded = idf.ParameterSpace(
+        [idf.Parameter("frequency", "frequency", 0.5, np.inf, 2.5, "log"),
+         idf.Parameter("amplitude", "amplitude", 0.1, 10.0, 1.0)]
+    )  # fmt: skip
+    problem = idf.Problem(unbounded, tone_problem().experiments)
+    with pytest.raises(ValueError, match="'frequency'.*finite bounds"):
+        idf.global_search(problem, progress=False)
