@@ -17,6 +17,9 @@ quadratic through the three grid points around it, exact in that case.
 
 Each grid value is one fit of the remaining parameters (warm-started from its neighbour), with
 the same compiled programs for every value (the held value is a leaf of the models).
+
+When the fit detected model discrepancy (``result.discrepancy``), ``s²`` is multiplied by its
+variance inflation, as the covariance is (see :mod:`identification._discrepancy`).
 """
 
 from __future__ import annotations
@@ -142,7 +145,8 @@ def profile_likelihood(
     fitter = LevenbergMarquardt() if fitter is None else fitter
     threshold = _chi2_one_dof(level)
     n = problem.n_residuals
-    s2 = result.s2 if result.s2 > 0 else float(np.finfo(float).tiny)
+    s2 = result.s2 * result.discrepancy.get("inflation", 1.0)  # widened under discrepancy
+    s2 = s2 if s2 > 0 else float(np.finfo(float).tiny)
     loss_min = result.loss
     estimate = result.parameters[name]
 

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 
 from diffmbs.io import atomic_write
 from diffmbs.plotting import plot_srs
+from identification._discrepancy import residual_structure
 from identification._experiments import misfit_report
 from identification._problem import evaluate, residuals_and_jacobian
 
@@ -152,6 +153,9 @@ class FitResult:
       ``identifiable`` (name → bool), ``outside_bounds`` (names whose value left the bounds),
       ``at_bounds`` (name → ``"lower"`` or ``"upper"``: the value sits within
       :data:`AT_BOUND_MARGIN` of the span of a bound, in the sampling coordinate, or beyond it);
+    - ``discrepancy``: :func:`~identification._discrepancy.residual_structure` of the
+      residuals: the covariance and σ above are already widened by its ``inflation`` (``s2``
+      is not), and when it detects structure beyond independent noise ``message`` says so;
     - ``evaluations``: the fitter's model runs, ``{"simulations", "jacobians"}`` where it counts
       them; ``search``: the global stage of :func:`~identification.global_fit`, if one ran.
 
@@ -187,6 +191,7 @@ class FitResult:
     at_bounds: dict[str, str] = dataclasses.field(default_factory=dict)
     evaluations: dict[str, int] = dataclasses.field(default_factory=dict)
     search: dict[str, Any] | None = None
+    discrepancy: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_problem(
@@ -213,8 +218,11 @@ class FitResult:
         values = np.asarray(space.from_unconstrained(jnp.asarray(z)))
         names = list(space.names)
         unc = gauss_newton_covariance(jac, r, rcond=rcond, identifiability_tol=identifiability_tol)
+        slices = problem.residual_slices
+        discrepancy = residual_structure({n: r[sl] for n, sl in slices.items()})
+        inflation = discrepancy["inflation"]
         dtheta_dz = np.asarray(space.dvalues_dz(jnp.asarray(z)))
-        std_z = unc["std"]
+        std_z = unc["std"] * math.sqrt(inflation)
         # A parameter pinned at a bound of its transform has dθ/dz = 0 and std_z = inf: its
         # standard deviation is undefined (nan), and it is flagged non-identifiable.
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -226,7 +234,6 @@ class FitResult:
                 ]
             )
         experiments: dict[str, dict[str, Any]] = {}
-        slices = problem.residual_slices
         for e in problem.experiments:
             pred = np.asarray(preds[e.name])
             meas = np.asarray(e.measured)
@@ -259,6 +266,12 @@ class FitResult:
             where = ", ".join(f"{n} ({side})" for n, side in at_bounds.items())
             message = f"{message}; at a bound: {where}" if message else f"at a bound: {where}"
             converged = False
+        if discrepancy["detected"]:
+            note = (
+                f"model discrepancy: {'; '.join(discrepancy['reasons'])}; uncertainties "
+                f"widened ×{math.sqrt(inflation):.2g}"
+            )
+            message = f"{message}; {note}" if message else note
         history = [float(x) for x in (loss_history or [])]
         return cls(
             parameter_names=names,
@@ -273,7 +286,7 @@ class FitResult:
             message=message,
             fitter=fitter,
             experiments=experiments,
-            covariance_z=unc["covariance"],
+            covariance_z=unc["covariance"] * inflation,
             std_z=std_z,
             relative_std=rel,
             std=std,
@@ -287,6 +300,7 @@ class FitResult:
             outside_bounds=outside,
             at_bounds=at_bounds,
             evaluations=dict(evaluations or {}),
+            discrepancy=discrepancy,
         )
 
     # ---------------------------------------------------------------- output
