@@ -14,7 +14,8 @@ Generic over any model pytree (an ``equinox.Module``):
 * :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
   identifiability; ``save`` writes JSON and figures;
 * :func:`profile_likelihood` — confidence intervals by profiling, one-sided where only a limit
-  exists;
+  exists; :func:`sample_posterior` — NUTS samples of the posterior (numpyro), with
+  :func:`plot_corner`; the fit's own σ are widened when its residuals show model discrepancy;
 * :func:`srs_sensitivity`, :func:`sweep` — scaled sensitivities and batched forward runs;
 
 Job files and the command line are :mod:`diffmbs.app`'s, a layer above this one.
@@ -38,6 +39,7 @@ from identification._global import (
     global_search,
 )
 from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
+from identification._posterior import Posterior, plot_corner, sample_posterior
 from identification._problem import Problem
 from identification._profile import Profile, profile_likelihood
 from identification._results import FitResult, gauss_newton_covariance, load_result
@@ -71,6 +73,7 @@ __all__ = [
     "Parameter",
     "ParameterSpace",
     "Problem",
+    "Posterior",
     "Profile",
     "SRSExperiment",
     "Starts",
@@ -85,7 +88,9 @@ __all__ = [
     "load_result",
     "misfit_report",
     "multistart",
+    "plot_corner",
     "profile_likelihood",
+    "sample_posterior",
     "sample_values",
     "save_sensitivity",
     "srs_sensitivity",

@@ -83,7 +83,7 @@ class CMAES(AbstractGlobalSearch):
 
     Defaults (64 × 30 = 1,920 simulations) reach the basin of the global minimum of the
     8-parameter lumped MWSM problem from starts 2–5× off in the calibration study
-    (``benchmarks/identification.py``); a GPU affords thousands per generation.
+    (``benchmarks/fit_studies.py``); a GPU affords thousands per generation.
     """
 
     population_size: int = eqx.field(static=True, default=64)
