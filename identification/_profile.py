@@ -62,6 +62,12 @@ class Profile:
     lower: float | None
     upper: float | None
 
+    def to_dict(self) -> dict:
+        """JSON-ready: the interval, level and the profile's grid."""
+        return {"estimate": self.estimate, "lower": self.lower, "upper": self.upper,
+                "level": self.level, "values": self.values.tolist(),
+                "statistic": self.statistic.tolist(), "threshold": self.threshold}  # fmt: skip
+
 
 def _with_held(problem: Problem, j: int, value: float) -> Problem:
     """The problem over every parameter but ``j``, with parameter ``j`` held at ``value`` in

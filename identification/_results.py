@@ -156,6 +156,9 @@ class FitResult:
     - ``discrepancy``: :func:`~identification._discrepancy.residual_structure` of the
       residuals: the covariance and σ above are already widened by its ``inflation`` (``s2``
       is not), and when it detects structure beyond independent noise ``message`` says so;
+    - ``profiles`` (name → :meth:`Profile.to_dict`) and ``posterior``
+      (:meth:`Posterior.to_dict`) when the caller computed them (``diffmbs fit`` does on
+      request);
     - ``evaluations``: the fitter's model runs, ``{"simulations", "jacobians"}`` where it counts
       them; ``search``: the global stage of :func:`~identification.global_fit`, if one ran.
 
@@ -192,6 +195,8 @@ class FitResult:
     evaluations: dict[str, int] = dataclasses.field(default_factory=dict)
     search: dict[str, Any] | None = None
     discrepancy: dict[str, Any] = dataclasses.field(default_factory=dict)
+    profiles: dict[str, Any] | None = None
+    posterior: dict[str, Any] | None = None
 
     @classmethod
     def from_problem(
@@ -325,11 +330,30 @@ class FitResult:
             known = self.identifiable[n] and np.isfinite(rel) and n not in self.at_bounds
             if n in self.at_bounds:
                 note = f"at its {self.at_bounds[n]} bound: a limit, not an estimate"
+            elif not known:
+                note = "not identifiable (no effect on the misfit)"
             else:
-                note = "" if known else "not identifiable (no effect on the misfit)"
+                note = self._weak_note(i)
             lines.append(
                 f"{n:<20} {self.parameters[n]:>14.6g} {f'{rel:.3g}' if known else '-':>10}  "
                 f"{self.units[n]:<10} {note}".rstrip()
+            )
+        for name, prof in (self.profiles or {}).items():
+            lo, hi = prof["lower"], prof["upper"]
+            if lo is not None and hi is not None:
+                interval = f"[{lo:.4g}, {hi:.4g}]"
+            elif lo is not None or hi is not None:
+                interval = f">= {lo:.4g}" if lo is not None else f"<= {hi:.4g}"
+                interval += " (one-sided)"
+            else:
+                interval = "the whole box (no limit)"
+            lines.append(f"profile {100 * prof['level']:.0f} % interval of {name}: {interval}")
+        if self.posterior:
+            post = self.posterior
+            lines.append(
+                f"posterior ({post['samples']} NUTS samples, {post['divergences']} divergent), "
+                f"{100 * post['level']:.0f} % intervals: "
+                + ", ".join(f"{n} [{q[0]:.4g}, {q[2]:.4g}]" for n, q in post["intervals"].items())
             )
         if self.search:
             ends = ", ".join(f"{r['loss']:.4g}" for r in self.search["refinements"])
@@ -347,6 +371,19 @@ class FitResult:
             else:
                 lines.append(f"{name}: rms residual {m['rms']:.3g}")
         return "\n".join(lines)
+
+    def _weak_note(self, i: int) -> str:
+        """Why an estimated parameter is poorly determined: a strong trade-off with another
+        (|correlation| > 0.95) or a relative σ above 100 %; empty otherwise."""
+        corr = np.where(np.eye(len(self.parameter_names), dtype=bool), 0.0, self.correlation)
+        row = np.nan_to_num(corr[i])
+        j = int(np.argmax(np.abs(row)))
+        notes = []
+        if abs(row[j]) > 0.95:
+            notes.append(f"trades off with {self.parameter_names[j]} (ρ = {row[j]:+.2f})")
+        if self.relative_std[i] > 1.0:
+            notes.append("poorly determined (σ > 100 %)")
+        return "; ".join(notes)
 
     def save(self, directory: str | Path) -> dict[str, Path]:
         """Write ``result.json`` and the figures into ``directory`` (created), each atomically:

@@ -6,7 +6,7 @@ SRS 10 Hz–1 kHz at 6 per octave) fitted for k_channel, ζ_channel, K_impact, �
 test (*calibration*: the truth is reachable exactly) or from the independent NumPy/SciPy
 simulator :mod:`reference_mwsm` (*recovery under discrepancy*: its own contact onset, sample
 rate and SRS), with 1 % multiplicative noise. Used by ``tests/test_identification_study.py``
-(a few seeded truths) and ``benchmarks/identification.py`` (20 truths and the method table).
+(a few seeded truths) and ``benchmarks/fit_studies.py`` (20 truths and the method table).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+import reference_mwsm
 
 import identification as idf
-import reference_mwsm
 from diffmbs.models.mwsm import LumpedContactModel
 from diffmbs.srs import octave_frequencies
 

@@ -25,6 +25,9 @@ from identification import (
     grid_values,
     lhs_values,
     multistart,
+    plot_corner,
+    profile_likelihood,
+    sample_posterior,
     save_sensitivity,
     srs_sensitivity,
     sweep,
@@ -161,9 +164,30 @@ def run_fit_job(
             resume=resume,
             progress=progress,
         )
+    _uncertainty_extras(problem, result, settings, out_dir, resume=resume, progress=progress)
     result.save(out_dir)
     save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
     return result
+
+
+def _uncertainty_extras(problem, result, settings, out_dir: Path, *, resume, progress) -> None:
+    """The ``[fit] profiles`` and ``posterior`` of the report, into ``result`` (and
+    ``corner.png``, ``posterior_samples.csv``, the chain's checkpoint ``posterior.npz``)."""
+    names = settings.profiled(problem.space)
+    if names:
+        result.profiles = {
+            name: profile_likelihood(problem, result, name).to_dict() for name in names
+        }
+    if settings.posterior == "nuts":
+        posterior = sample_posterior(
+            problem, result, num_samples=settings.posterior_samples,
+            num_warmup=settings.posterior_warmup, seed=settings.seed,
+            checkpoint=out_dir / "posterior.npz", resume=resume, progress=progress,
+        )  # fmt: skip
+        result.posterior = posterior.to_dict()
+        plot_corner(posterior, out_dir / "corner.png")
+        write_csv_atomic(out_dir / "posterior_samples.csv", list(posterior.names),
+                         list(posterior.samples.T))  # fmt: skip
 
 
 def run_sensitivity_job(job: Job | str | Path, out_dir) -> dict[str, Path]:

@@ -34,16 +34,11 @@ sweeps and sensitivities the parameters::
     per_experiment = false           # true: one parameter per experiment, named "name@experiment"
     units = "N/m"                    # optional; default: the model's units for the parameter
 
-    [fit]
-    global = "cma_es"                # | "none"; default cma_es when every bound is finite
-    population = 64                  # global search: candidates per generation (one batch)
-    generations = 30
-    refine = 3                       # local fits from the best distinct candidates
-    method = "levenberg_marquardt"   # the local fitter: | gauss_newton | adam | lbfgs
+    [fit]                            # every key: diffmbs/app/_fit_settings.py
+    global = "cma_es"                # default with finite bounds: CMA-ES, then local fits
     max_iterations = 25              # per local fit
-    multistart = 16                  # without a global stage: LHS samples scored in one vmap
-    seed = 0
-    checkpoint_every = 2
+    profiles = true                  # profile-likelihood intervals in the report
+    posterior = "nuts"               # NUTS samples of the posterior and a corner plot
 
     [sweep]
     design = "lhs"                   # | grid
@@ -56,7 +51,6 @@ starts with the key at fault, e.g. ``experiments[1].srs: file not found: ...``.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,17 +63,9 @@ from diffmbs.io import acceleration_scale
 from diffmbs.parameters import ParameterError
 from diffmbs.srs import KINDS
 from diffmbs.system import MechanicalSystem
-from identification import (
-    CMAES,
-    LBFGS,
-    TRANSFORMS,
-    Adam,
-    GaussNewton,
-    LevenbergMarquardt,
-    Parameter,
-    ParameterSpace,
-)
+from identification import TRANSFORMS, Parameter, ParameterSpace
 
+from ._fit_settings import FIT_METHODS, FitSettings
 from ._models import MODELS, build_model
 from ._tables import (
     ConfigError,
@@ -101,15 +87,6 @@ __all__ = [
     "SweepSettings",
     "load_job",
 ]
-
-
-FIT_METHODS = {
-    "levenberg_marquardt": LevenbergMarquardt,
-    "gauss_newton": GaussNewton,
-    "adam": Adam,
-    "lbfgs": LBFGS,
-}
-"""``[fit] method`` → the fitter class (:mod:`identification`)."""
 
 
 @dataclass(frozen=True)
@@ -187,70 +164,6 @@ class SRSSettings:
     def scale(self) -> float:
         """m/s² per reporting unit."""
         return acceleration_scale(self.units)
-
-
-GLOBAL_METHODS = ("auto", "cma_es", "none")
-
-
-@dataclass(frozen=True)
-class FitSettings:
-    """The ``[fit]`` table: the global stage (``global``: ``"auto"`` = CMA-ES when every
-    parameter has finite bounds; ``population``, ``generations``, ``refine``), the local fitter
-    (``method``, ``max_iterations`` per local fit), multi-start without a global stage, seed
-    and checkpoint cadence."""
-
-    method: str = "levenberg_marquardt"
-    max_iterations: int = 25
-    multistart: int = 0
-    seed: int = 0
-    checkpoint_every: int = 2
-    global_search: str = "auto"
-    population: int = 64
-    generations: int = 30
-    refine: int = 3
-
-    @classmethod
-    def from_table(cls, table: Mapping[str, Any], where: str = "fit"):
-        keys = {"method", "max_iterations", "multistart", "seed", "checkpoint_every", "global",
-                "population", "generations", "refine"}  # fmt: skip
-        check_keys(table, keys, where)
-        method = table.get("method", cls.method)
-        if method not in FIT_METHODS:
-            raise ConfigError(f"{where}.method: {method!r} is not one of {', '.join(FIT_METHODS)}")
-        global_search = table.get("global", cls.global_search)
-        if global_search not in GLOBAL_METHODS:
-            raise ConfigError(
-                f"{where}.global: {global_search!r} is not one of {', '.join(GLOBAL_METHODS)}"
-            )
-        return cls(
-            method=method,
-            max_iterations=read_integer(table, "max_iterations", where, cls.max_iterations, 1),
-            multistart=read_integer(table, "multistart", where, cls.multistart, 0),
-            seed=read_integer(table, "seed", where, cls.seed, 0),
-            checkpoint_every=read_integer(
-                table, "checkpoint_every", where, cls.checkpoint_every, 1
-            ),  # fmt: skip
-            global_search=global_search,
-            population=read_integer(table, "population", where, cls.population, 2),
-            generations=read_integer(table, "generations", where, cls.generations, 1),
-            refine=read_integer(table, "refine", where, cls.refine, 1),
-        )
-
-    def fitter(self):
-        return FIT_METHODS[self.method]()
-
-    def search(self, space: ParameterSpace) -> CMAES | None:
-        """The global strategy for ``space``, or None: ``"auto"`` searches when every bound
-        is finite."""
-        bounded = all(math.isfinite(p.lower) and math.isfinite(p.upper) for p in space.parameters)
-        if self.global_search == "none" or (self.global_search == "auto" and not bounded):
-            return None
-        if not bounded:
-            names = [p.name for p in space.parameters if not math.isfinite(p.upper - p.lower)]
-            raise ConfigError(
-                f"fit.global: a global search needs finite bounds; parameters {names} have none"
-            )
-        return CMAES(population_size=self.population, generations=self.generations)
 
 
 @dataclass(frozen=True)
