@@ -97,12 +97,15 @@ def own_data(truth: dict[str, float], rng: np.random.Generator) -> dict[str, np.
     return {name: noisy(np.asarray(clean[name]), rng) for name in template.experiment_names}
 
 
-def reference_data(truth: dict[str, float], rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """The independent simulator's SRS at ``truth``, with noise (discrepancy data)."""
+def reference_data(
+    truth: dict[str, float], rng: np.random.Generator, contact_exponent: float = 1.5
+) -> dict[str, np.ndarray]:
+    """The independent simulator's SRS at ``truth``, with noise (discrepancy data). With
+    ``contact_exponent`` other than the model's 1.5 the data carry a structural discrepancy."""
     return {
-        f"drop_{h:g}ft": noisy(reference_mwsm.simulate_srs(truth, FREQS, drop_height_ft=h,
-                                                           equipment_kg=EQUIPMENT_KG,
-                                                           duration_s=DURATION_S), rng)
+        f"drop_{h:g}ft": noisy(reference_mwsm.simulate_srs(
+            truth, FREQS, drop_height_ft=h, equipment_kg=EQUIPMENT_KG, duration_s=DURATION_S,
+            contact_exponent=contact_exponent), rng)
         for h in DROPS_FT
     }  # fmt: skip
 

@@ -112,6 +112,7 @@ class _Model:
     chi_stop: float
     k_bed: float
     c_bed: float
+    n: float = EXPONENT
 
 
 def _check_params(params: dict) -> dict[str, float]:
@@ -126,8 +127,15 @@ def _check_params(params: dict) -> dict[str, float]:
     return out
 
 
-def _model(params: dict, equipment_kg: float, *, allow_zero_damping: bool = False) -> _Model:
-    """Build the constants. ``allow_zero_damping`` admits ζ = χ = 0 (energy tests only)."""
+def _model(
+    params: dict,
+    equipment_kg: float,
+    *,
+    allow_zero_damping: bool = False,
+    exponent: float = EXPONENT,
+) -> _Model:
+    """Build the constants. ``allow_zero_damping`` admits ζ = χ = 0 (energy tests only);
+    ``exponent``: the Hunt–Crossley exponent of impact and stops."""
     if allow_zero_damping:
         p = {key: float(params[key]) for key in PARAMETERS}
         for key in ("k_channel", "k_impact", "k_stop", "k_bed"):
@@ -151,6 +159,7 @@ def _model(params: dict, equipment_kg: float, *, allow_zero_damping: bool = Fals
         chi_stop=p["chi_stop"],
         k_bed=p["k_bed"],
         c_bed=2.0 * p["zeta_bed"] * math.sqrt(p["k_bed"] * (BED_KG + ANVIL_KG + m_e)),
+        n=float(exponent),
     )
 
 
@@ -160,25 +169,26 @@ def _initial_state(m: _Model, hammer_speed: float, hammer_gap: float = HAMMER_GA
     Returns ``y0 = [x_h, x_a, x_b, x_e, v_h, v_a, v_b, v_e]`` (m, m/s), shape (8,).
     """
     x_b = -(m.m_b + m.m_a + m.m_e) * G / m.k_bed
-    delta = ((m.m_a + m.m_e) * G / m.k_stop) ** (1.0 / EXPONENT)
+    delta = ((m.m_a + m.m_e) * G / m.k_stop) ** (1.0 / m.n)
     x_a = x_b - delta
     x_e = x_a - m.m_e * G / m.k_ch
     x_h = x_a - hammer_gap
     return np.array([x_h, x_a, x_b, x_e, hammer_speed, 0.0, 0.0, 0.0])
 
 
-def _hunt_crossley(k: float, chi: float, d: float, dd: float) -> float:
+def _hunt_crossley(k: float, chi: float, d: float, dd: float, n: float = EXPONENT) -> float:
     if d <= 0.0:
         return 0.0
     factor = 1.0 + chi * dd
-    return k * d**EXPONENT * factor if factor > 0.0 else 0.0
+    return k * d**n * factor if factor > 0.0 else 0.0
 
 
 def _rhs_factory(m: _Model):
     m_h, m_a, m_b, m_e = m.m_h, m.m_a, m.m_b, m.m_e
     k_ch, c_ch, k_bed, c_bed = m.k_ch, m.c_ch, m.k_bed, m.c_bed
     k_imp, chi_imp, k_stop, chi_stop = m.k_imp, m.chi_imp, m.k_stop, m.chi_stop
-    hc = _hunt_crossley
+    n = m.n
+    hc = lambda k, chi, d, dd: _hunt_crossley(k, chi, d, dd, n)  # noqa: E731
 
     def rhs(_t, y):
         x_h, x_a, x_b, x_e, v_h, v_a, v_b, v_e = y.tolist()
@@ -286,7 +296,7 @@ def _energy(m: _Model, y: np.ndarray) -> np.ndarray:
     kinetic = sum(0.5 * mi * v**2 for mi, v in zip(masses, (v_h, v_a, v_b, v_e), strict=True))
     gravity = G * sum(mi * x for mi, x in zip(masses, (x_h, x_a, x_b, x_e), strict=True))
     springs = 0.5 * m.k_bed * x_b**2 + 0.5 * m.k_ch * (x_e - x_a) ** 2
-    n1 = EXPONENT + 1.0
+    n1 = m.n + 1.0
     contact = (
         m.k_imp * np.maximum(x_h - x_a, 0.0) ** n1
         + m.k_stop * np.maximum(x_b - x_a, 0.0) ** n1
@@ -315,6 +325,7 @@ def acceleration(
     rtol: float = 1e-9,
     hammer_speed: float | None = None,
     hammer_gap_m: float = HAMMER_GAP,
+    contact_exponent: float = EXPONENT,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Equipment acceleration record of one MWSM blow.
 
@@ -327,13 +338,15 @@ def acceleration(
         rtol: relative tolerance of the integrator (absolute tolerances: module docstring).
         hammer_speed: if given, overrides the hammer speed at t = 0, m/s (up positive).
         hammer_gap_m: hammer distance below the anvil at t = 0, m.
+        contact_exponent: Hunt–Crossley exponent n of impact and stops (1.5: Hertz; another
+            value makes data that the n = 1.5 model cannot match: a structural discrepancy).
 
     Returns:
         ``(t, a)``: times from 0 to ``duration_s`` in s and the equipment acceleration
         ``ẍ_e`` in m/s² (0 at rest: the accelerometer's static 1 g removed), both of shape
         ``(round(duration_s · sample_rate_hz) + 1,)``.
     """
-    m = _model(params, equipment_kg)
+    m = _model(params, equipment_kg, exponent=contact_exponent)
     if hammer_speed is None:
         if drop_height_ft < 0:
             raise ValueError(f"drop_height_ft must be non-negative, got {drop_height_ft!r}")

@@ -6,8 +6,8 @@ The 8-parameter lumped MWSM fit of :mod:`lumped_study`, started 2–5× off a ra
 * calibration — data from the model itself with 1 % noise: the global fit reaches the truth
   basin's minimum (LM started at the truth), and the truth of the parameters reported as
   estimated lies in their 95 % intervals (all but at most one);
-* recovery — data from the independent SciPy simulator :mod:`reference_mwsm`: the same, and
-  the estimated parameters land within 35 % of the truth;
+* recovery — data from the independent SciPy simulator :mod:`reference_mwsm`: the same;
+* in both, k_channel, ζ_channel and χ_impact land within 1 %, 10 % and 10 % of the truth;
 * the discrepancy diagnostic stays quiet on both (their residuals are noise); that it fires on
   the records of a structurally different machine is checked on the demo job
   (``test_fit_job.py``).
@@ -41,8 +41,9 @@ def test_global_fit_reaches_the_truth_basin_from_starts_2_to_5x_off(kind, seed):
     assert plain.loss > 2.0 * a["truth_basin_loss"]  # a local fit alone does not get there
     # At most one miss of 5–8 nominal-95 % intervals (all covered has probability ~0.7 only).
     assert len(a["covered"]) >= 5 and sum(a["covered"].values()) >= len(a["covered"]) - 1, a
-    if kind == "recovery":
-        for name in a["covered"]:
-            assert abs(a["relative_error"][name]) < 0.35, (name, a)
+    # The well-determined parameters land within the bands of the 20-truth study (its largest
+    # errors: 0.4 %, 4.9 % and 3.8 %); the others are judged by their intervals above.
+    for name, band in (("k_channel", 0.01), ("zeta_channel", 0.1), ("chi_impact", 0.1)):
+        assert abs(a["relative_error"][name]) < band, (name, a)
     assert not a["discrepancy"], a
 
