@@ -59,11 +59,45 @@ def test_demo_job_loads_with_per_test_models():
         ('units = "g"', 'units = "G"', r"srs\.units"),
         ("f_min = 20.0", "f_min = 2000.0", r"srs: f_min"),
         ("model = { drop_height_ft = 1.5 }", 'srs = "nope.csv"', r"experiments\[0\]\.srs: file"),
-        ("model = { drop_height_ft = 1.5 }", "model = { drop_heigth_ft = 1.5 }",
-         r"experiments\[0\]\.model\.drop_heigth_ft: unknown key"),
-        ('name = "a"', 'name = 3', r"experiments\[0\]\.name"),
+        (
+            "model = { drop_height_ft = 1.5 }",
+            "model = { drop_heigth_ft = 1.5 }",
+            r"experiments\[0\]\.model\.drop_heigth_ft: unknown key",
+        ),
+        ('name = "a"', "name = 3", r"experiments\[0\]\.name"),
         ("[srs]", "[srss]", r"job\.srss: unknown key"),
         ('sensor = "equipment_acceleration"', "sensor = 1", r"simulation\.sensor"),
+        # Model options out of their physical range name the option, not a later symptom.
+        (
+            "channel_hz = 60.0",
+            "channel_hz = -60.0",
+            r"^model\.channel_hz: must be a finite positive number, got -60\.0$",
+        ),
+        (
+            "channel_hz = 60.0",
+            "channel_hz = 60.0\nequipment_kg = 0.0",
+            r"^model\.equipment_kg: must be a finite positive number",
+        ),
+        (
+            "channel_hz = 60.0",
+            "channel_hz = 60.0\nk_impact = inf",
+            r"^model\.k_impact: must be a finite number, got inf$",
+        ),
+        (
+            "channel_hz = 60.0",
+            "channel_hz = 60.0\ne_impact = 1.5",
+            r"^model\.e_impact: must be a number in \(0, 1\]",
+        ),
+        (
+            "model = { drop_height_ft = 1.5 }",
+            "model = { drop_height_ft = -1.0 }",
+            r"^experiments\[0\]\.model\.drop_height_ft: must be a finite number >= 0",
+        ),
+        (
+            "model = { drop_height_ft = 1.5 }",
+            "model = 5",
+            r"^experiments\[0\]\.model: expected a table",
+        ),
     ],
 )
 def test_job_errors_name_the_key(tmp_path, old, new, match):
@@ -90,7 +124,8 @@ def test_simulate_command_writes_time_history_and_srs(tmp_path, capsys):
     np.testing.assert_allclose(
         history["equipment_acceleration_g"],
         np.asarray(sol.sensors["equipment_acceleration"]) / 9.80665,
-        rtol=1e-6, atol=1e-9,
+        rtol=1e-6,
+        atol=1e-9,
     )
     freqs, srs = read_spectrum_csv(tmp_path / "out" / "a_srs.csv")
     assert freqs[0] == pytest.approx(20.0) and np.all(srs > 0)
@@ -103,3 +138,28 @@ def test_simulate_command_reports_bad_sensor(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "simulation.sensor" in err and "equipment_acceleration" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_step_budget_too_small_is_named_by_simulate_and_fit(tmp_path, capsys):
+    text = GOOD.replace("sensor =", "max_steps = 10\nsensor =")
+    job = write(tmp_path, text)
+    assert main(["simulate", str(job), "--out", str(tmp_path / "sim")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("diffmbs: error: experiments[0] (a): the simulation failed at t = ")
+    assert "after 10 steps" in err and "raise [simulation] max_steps (now 10)" in err
+    (tmp_path / "a_srs.csv").write_text("frequency_Hz,maximax_g\n20,1.0\n100,2.0\n800,1.0\n")
+    fit_text = text.replace('name = "a"\n', 'name = "a"\nsrs = "a_srs.csv"\n') + (
+        '[[parameters]]\nname = "k_channel"\nlower = 1e6\nupper = 1e9\n'
+    )
+    fit_job = write(tmp_path, fit_text)
+    assert main(["fit", str(fit_job), "--out", str(tmp_path / "fit")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "raise [simulation] max_steps (now 10)" in err
+    assert not (tmp_path / "fit" / "result.json").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_max_iterations_must_be_a_positive_integer(tmp_path, capsys, value):
+    assert main(["fit", str(DEMO), "--max-iterations", value, "--out", str(tmp_path)]) == 2
+    assert "--max-iterations" in capsys.readouterr().err

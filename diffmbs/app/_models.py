@@ -108,6 +108,8 @@ def find_model(name: Any, where: str) -> ModelSource:
 def _option(value: Any, key: str, where: str):
     if isinstance(value, str | bool) or is_number(value):
         return value
+    if isinstance(value, float):
+        raise ConfigError(f"{where}.{key}: must be a finite number, got {value!r}")
     if isinstance(value, list) and all(is_number(x) for x in np.ravel(value)):
         return np.asarray(value, dtype=float)
     raise ConfigError(f"{where}.{key}: expected a number, string, boolean or numbers: {value!r}")
@@ -119,14 +121,17 @@ def build_model(
     parameters: Mapping[str, Any],
     where: str,
     base_dir: Path,
+    option_tables: Mapping[str, str] | None = None,
 ) -> MechanicalSystem:
     """The model ``name`` built from ``options`` (see the module docstring), its parameters set
-    from ``parameters`` (name → SI value); every error names the key at fault under ``where``."""
+    from ``parameters`` (name → SI value); every error names the key at fault under ``where``,
+    or under ``option_tables[key]`` (the table an option came from) where given."""
     source = find_model(name, where)
     accepted = source.accepted_options()
     if accepted is not None:
         check_keys(options, accepted, where)
-    kwargs = {key: _option(value, key, where) for key, value in options.items()}
+    tables = {key: (option_tables or {}).get(key, where) for key in options}
+    kwargs = {key: _option(value, key, tables[key]) for key, value in options.items()}
     for key in source.file_options & set(kwargs):
         path = (base_dir / str(kwargs[key])).resolve()
         if not path.is_file():
@@ -135,6 +140,10 @@ def build_model(
     try:
         model = source.factory(**kwargs)
     except (ValueError, TypeError) as err:
+        # "<option>: …" from the factory names the key: report it under its table.
+        key, sep, rest = str(err).partition(": ")
+        if sep and key in options:
+            raise ConfigError(f"{tables[key]}.{key}: {rest}") from None
         raise ConfigError(f"{where}: {err}") from err
     if not isinstance(model, MechanicalSystem):
         raise ConfigError(

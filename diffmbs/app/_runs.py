@@ -13,7 +13,7 @@ import diffrax
 import numpy as np
 
 from diffmbs.channels import flat_channels
-from diffmbs.integrate import simulate
+from diffmbs.integrate import DIAGNOSES, FAILURES, simulate
 from diffmbs.io import read_spectrum_csv, write_csv_atomic
 from diffmbs.srs import octave_frequencies
 from identification import (
@@ -32,6 +32,7 @@ from identification import (
     srs_sensitivity,
     sweep,
 )
+from identification._problem import evaluate
 
 from ._schema import ExperimentSpec, Job, load_job
 from ._tables import ConfigError
@@ -57,14 +58,34 @@ def _frequencies(job: Job, experiment: ExperimentSpec) -> np.ndarray:
     return octave_frequencies(srs.f_min, srs.f_max, srs.per_octave)
 
 
+def _failure(job: Job, experiment: ExperimentSpec, solution) -> ConfigError:
+    """A failed simulation of a job's experiment as one line naming what to change."""
+    index = [e.name for e in job.experiments].index(experiment.name)
+    status = int(solution.status)
+    steps = int(solution.stats["num_steps"])
+    reason = FAILURES[status]
+    if status == 1:
+        advice = (f"raise [simulation] max_steps (now {job.simulation.max_steps}) or loosen "
+                  "rtol/atol")  # fmt: skip
+    else:
+        advice = DIAGNOSES[int(solution.diagnosis)]
+    return ConfigError(
+        f"experiments[{index}] ({experiment.name}): the simulation failed at t = "
+        f"{float(solution.t_reached):.6g} s after {steps} steps: {reason}; {advice}"
+    )
+
+
 def simulate_experiment(job: Job, experiment: ExperimentSpec):
     """Simulate one experiment of a job: ``(times s (n,), sensor channels in SI {name: (n,)}
-    (see :mod:`diffmbs.channels`), SRS frequencies Hz)``."""
+    (see :mod:`diffmbs.channels`), SRS frequencies Hz)``. A failed simulation raises a
+    :class:`ConfigError` naming the experiment and what to change."""
     ts = job.simulation.sample_times()
     q0, v0 = experiment.model.initial_state()
     sim = job.simulation
     solution = simulate(experiment.model, q0, v0, ts, rtol=sim.rtol, atol=sim.atol,
-                        max_steps=sim.max_steps)  # fmt: skip
+                        max_steps=sim.max_steps, throw=False)  # fmt: skip
+    if int(solution.status) != 0:
+        raise _failure(job, experiment, solution)
     sensors = {name: np.asarray(values) for name, values in flat_channels(solution.sensors).items()}
     if sim.sensor not in sensors:
         raise ConfigError(
@@ -135,7 +156,10 @@ def run_fit_job(
     initial values, or from the best of ``multistart`` Latin-hypercube samples."""
     job = _job(job)
     settings = job.fit
+    if max_iterations is not None and max_iterations < 1:
+        raise ConfigError(f"max_iterations: must be >= 1, got {max_iterations}")
     problem = problem_from_job(job)
+    _check_initial_simulations(job, problem)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     iterations = max_iterations or settings.max_iterations
@@ -168,6 +192,27 @@ def run_fit_job(
     result.save(out_dir)
     save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
     return result
+
+
+def _check_initial_simulations(job: Job, problem: Problem) -> None:
+    """Refuse a fit whose simulations fail at the initial parameters (a budget too small, a
+    model that cannot start), naming the experiment and the cause, before any search."""
+    residuals, _ = evaluate(problem, problem.initial_z)
+    residuals = np.asarray(residuals)
+    sim = job.simulation
+    for spec in job.experiments:
+        if np.all(np.isfinite(residuals[problem.residual_slices[spec.name]])):
+            continue
+        model = problem.model(problem.initial_z, spec.name)
+        solution = simulate(model, *model.initial_state(), sim.sample_times(), rtol=sim.rtol,
+                            atol=sim.atol, max_steps=sim.max_steps, throw=False)  # fmt: skip
+        if int(solution.status) != 0:
+            raise _failure(job, spec, solution)
+        raise ConfigError(
+            f"experiments[{[e.name for e in job.experiments].index(spec.name)}] ({spec.name}): "
+            "the misfit at the "
+            "initial parameters is not finite although the simulation succeeds"
+        )
 
 
 def _uncertainty_extras(problem, result, settings, out_dir: Path, *, resume, progress) -> None:

@@ -253,7 +253,8 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
         options = {**shared_options, **own}
         parameters = {**shared_parameters, **own_parameters}
         where_model = f"{where}.model" if own or own_parameters else "model"
-        model = build_model(name, options, parameters, where_model, base_dir)
+        tables = {**dict.fromkeys(shared_options, "model"), **dict.fromkeys(own, f"{where}.model")}
+        model = build_model(name, options, parameters, where_model, base_dir, tables)
         srs_path = None
         if "srs" in table:
             srs_path = (base_dir / read_string(table, "srs", where)).resolve()

@@ -165,6 +165,16 @@ one column per test and frequency, in the [srs] unit).
 """
 
 
+def _positive_integer(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def add_fit_command(subparsers) -> None:
     parser = _add_job_command(
         subparsers, "fit", "fit model parameters to measured SRS (TOML job file)", FIT_DESCRIPTION
@@ -173,7 +183,7 @@ def add_fit_command(subparsers) -> None:
         "--resume", action="store_true", help="continue from the checkpoint in --out"
     )
     parser.add_argument(
-        "--max-iterations", type=int, default=None, metavar="N",
+        "--max-iterations", type=_positive_integer, default=None, metavar="N",
         help="override [fit] max_iterations",
     )  # fmt: skip
     parser.set_defaults(run=_run_fit_command)

@@ -90,7 +90,35 @@ def hammer_impact_speed(drop_height_ft: float = DROP_HEIGHT_FT) -> float:
     striking end carries the 3,000 lb; its rotational inertia about the striking point is
     neglected). 2 ft gives 3.458 m/s.
     """
+    if not (drop_height_ft >= 0.0 and math.isfinite(drop_height_ft)):
+        raise ValueError(f"drop_height_ft: must be a finite number >= 0, got {drop_height_ft!r}")
     return math.sqrt(2.0 * G * drop_height_ft * FT)
+
+
+_NON_NEGATIVE = frozenset({"drop_height_ft", "zeta_channel", "zeta_bed", "zeta", "hammer_gap",
+                           "anvil_spring_n_per_m"})  # fmt: skip
+_RESTITUTIONS = frozenset({"restitution", "e_impact", "e_stop"})
+
+
+def _check_options(options: dict) -> None:
+    """Raise ``ValueError("<option>: …")`` for the first machine option that is not a finite
+    number in its range: restitutions in (0, 1], damping ratios, drop height, gaps and optional
+    springs ≥ 0, everything else (masses, frequencies, stiffnesses, lengths, exponents) > 0."""
+    for name, value in options.items():
+        if name == "cls" or isinstance(value, str):
+            continue
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected a number, got {value!r}") from None
+        if name in _RESTITUTIONS:
+            ok, what = 0.0 < x <= 1.0, "a number in (0, 1]"
+        elif name in _NON_NEGATIVE:
+            ok, what = x >= 0.0, "a finite number >= 0"
+        else:
+            ok, what = x > 0.0, "a finite positive number"
+        if not (ok and math.isfinite(x)):
+            raise ValueError(f"{name}: must be {what}, got {value!r}")
 
 
 def _stiffness(mass: float, freq_hz: float) -> float:
@@ -149,6 +177,7 @@ class WelchSaundersModel(MechanicalSystem):
         ``channel_hz`` (assumption, 60 Hz) sets ``k_c = m_e (2π f)²``; ``restitution`` defaults
         to 0.3625, which reproduces the NRL ratio 0.545 with the default masses.
         """
+        _check_options(locals())
         m_e = float(equipment_kg)
         return cls(
             m_hammer=jnp.asarray(hammer_lb * LB),
@@ -236,6 +265,7 @@ class TwoDofBedModel(MechanicalSystem):
         """Model from machine data. ``anvil_on_bed_hz`` (60 Hz) and ``bed_hz`` (3 Hz) are
         assumptions: ``k_ab = m_a (2π f_ab)²`` with ``m_a`` anvil + equipment,
         ``k_bg = (m_a + m_b)(2π f_b)²``."""
+        _check_options(locals())
         m_a = anvil_lb * LB + equipment_kg
         m_b = bed_lb * LB
         return cls(
@@ -375,6 +405,7 @@ class LumpedContactModel(MechanicalSystem):
         reproduces ``e_stop`` at 0.545 ``v0`` (the NRL anvil speed, about the speed at which the
         anvil reaches its upper stops), both by ``damping_law``.
         """
+        _check_options(locals())
         m_h, m_a, m_b, m_e = hammer_lb * LB, anvil_lb * LB, bed_lb * LB, float(equipment_kg)
         v0 = hammer_impact_speed(drop_height_ft)
         f = lambda x: jnp.asarray(float(x))  # noqa: E731
