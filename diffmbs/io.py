@@ -29,6 +29,7 @@ __all__ = [
     "read_peer_at2",
     "read_record",
     "read_spectrum_csv",
+    "time_unit_scale",
     "write_csv_atomic",
 ]
 
@@ -171,7 +172,7 @@ def _check_uniform_time(path: Path, name: str, time: np.ndarray) -> float:
         i = int(np.argmax(steps <= 0))
         raise ValueError(
             f"{path}: time column {name!r} is not strictly increasing: row {i + 2} has "
-            f"{time[i + 1]!r} s after {time[i]!r} s in row {i + 1}"
+            f"{float(time[i + 1]):.9g} s after {float(time[i]):.9g} s in row {i + 1}"
         )
     dt = (time[-1] - time[0]) / (time.size - 1)
     spread = (steps.max() - steps.min()) / dt
@@ -179,18 +180,36 @@ def _check_uniform_time(path: Path, name: str, time: np.ndarray) -> float:
         i = int(np.argmax(np.abs(steps - dt)))
         raise ValueError(
             f"{path}: time column {name!r} is not uniformly sampled: the step from row {i + 1} "
-            f"to row {i + 2} is {steps[i]!r} s against a mean of {dt!r} s (relative spread "
+            f"to row {i + 2} is {float(steps[i]):.9g} s against a mean of {float(dt):.9g} s "
+            "(relative spread "
             f"{spread:.3g}, allowed {SAMPLING_TOLERANCE:g}); resample the record, or write the "
             f"times with more significant digits"
         )
     return float(dt)
 
 
+TIME_UNITS = {
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "us": 1e-6, "µs": 1e-6, "usec": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+    "ns": 1e-9, "min": 60.0, "minute": 60.0, "minutes": 60.0,
+}  # fmt: skip
+"""Units a time column's name may end with (``time_ms``, ``t [us]``, ``Time (s)``): s per unit."""
+
+
+def time_unit_scale(name: str) -> float:
+    """Seconds per unit of a time column, from the unit its name ends with (:data:`TIME_UNITS`;
+    ``time_ms`` → 1e-3); a name without a unit (``time``, ``t``) is in seconds."""
+    tokens = [t for t in re.split(r"[_\s\[\]()/]+", name.strip().lower()) if t]
+    return TIME_UNITS.get(tokens[-1], 1.0) if tokens else 1.0
+
+
 def read_acceleration_csv(path, time_column: str | None = None, units: str = "m/s2"):
     """Read a uniformly sampled acceleration record from a CSV file.
 
-    Layout: one header row of column names, then one row per sample. The time column (seconds;
-    the first column unless ``time_column`` names another) must increase with a constant step
+    Layout: one header row of column names, then one row per sample. The time column (the
+    first column unless ``time_column`` names another; in the unit its name ends with, e.g.
+    ``time_ms``, else seconds: :func:`time_unit_scale`) must increase with a constant step
     (relative spread ≤ 1e-6); every other column is one accelerometer channel in ``units``.
 
     Args:
@@ -206,7 +225,7 @@ def read_acceleration_csv(path, time_column: str | None = None, units: str = "m/
     path = Path(path)
     header, data = _read_table(path)
     t_index = _column_index(path, header, time_column, 0, "time")
-    time = data[:, t_index].copy()
+    time = data[:, t_index] * time_unit_scale(header[t_index])
     dt = _check_uniform_time(path, header[t_index], time)
     channels = {name: data[:, k] * scale for k, name in enumerate(header) if k != t_index}
     return AccelerationRecord(path.stem, dt, channels, time, source_unit=units)

@@ -261,10 +261,11 @@ class FitResult:
             {"ratio": ratio, "direction": dict(zip(names, vec.tolist(), strict=True))}
             for ratio, vec in unc["null_directions"]
         ]
+        # Outside by more than round-off (1e-9 of the bound's magnitude).
         outside = [
             prm.name
             for prm, v in zip(space.parameters, values, strict=True)
-            if not prm.lower <= v <= prm.upper
+            if not prm.lower - 1e-9 * abs(prm.lower) <= v <= prm.upper + 1e-9 * abs(prm.upper)
         ]
         at_bounds = _at_bounds(space, values)
         if at_bounds:
@@ -385,34 +386,38 @@ class FitResult:
             notes.append("poorly determined (σ > 100 %)")
         return "; ".join(notes)
 
-    def save(self, directory: str | Path) -> dict[str, Path]:
-        """Write ``result.json`` and the figures into ``directory`` (created), each atomically:
-        ``srs_<experiment>.png`` (fit over measurement with ±3/±6 dB bands; time histories as
-        ``history_<experiment>.png``), ``convergence.png`` and ``correlation.png``. Returns
-        label → path."""
+    def save(
+        self, directory: str | Path, *, srs_unit: tuple[str, float] | None = None
+    ) -> dict[str, Path]:
+        """Write the figures and then ``result.json`` into ``directory`` (created), each
+        atomically, so that a ``result.json`` means a complete report: ``srs_<experiment>.png``
+        (fit over measurement with ±3/±6 dB bands, in ``srs_unit = (label, SI per unit)``, e.g.
+        ``("g", 9.80665)``, default SI; time histories as ``history_<experiment>.png``),
+        ``convergence.png`` and ``correlation.png``. Returns label → path."""
         directory = Path(directory)
         paths: dict[str, Path] = {}
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
-        paths["result"] = atomic_write(directory / "result.json", text + "\n")
         for name, e in self.experiments.items():
             safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
             if e["in_db"]:
                 m = e["misfit"]
+                label, scale = srs_unit or (e["units"], 1.0)
                 paths[f"srs_{name}"] = plot_srs(
                     e["abscissa"],
-                    {"fitted": e["predicted"]},
-                    units_label=e["units"],
+                    {"fitted": e["predicted"] / scale},
+                    units_label=label,
                     title=(
                         f"{name}: rms {m['rms_db']:.2f} dB, {100 * m['within_3db']:.0f} % "
                         f"within ±3 dB, {100 * m['within_6db']:.0f} % within ±6 dB"
                     ),
                     path=directory / f"srs_{safe}.png",
-                    reference=(e["abscissa"], e["measured"], "measured"),
+                    reference=(e["abscissa"], e["measured"] / scale, "measured"),
                 )
             else:
                 paths[f"history_{name}"] = _plot_history(e, name, directory / f"history_{safe}.png")
         paths["convergence"] = _plot_convergence(self, directory / "convergence.png")
         paths["correlation"] = _plot_correlation(self, directory / "correlation.png")
+        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
+        paths["result"] = atomic_write(directory / "result.json", text + "\n")
         return paths
 
 

@@ -77,6 +77,9 @@ def test_demo_job_fits_the_bundled_data_within_3_db(tmp_path):
     assert len(sensitivity) == len(result.experiments["drop_2ft"]["measured"])
     for name in sensitivity.dtype.names:  # finite also for parameters pinned at a bound
         assert np.isfinite(sensitivity[name]).all(), name
+    # result.json is written last: its presence means a complete report.
+    newest = max(p.stat().st_mtime_ns for p in tmp_path.iterdir() if p.suffix in (".png", ".csv"))
+    assert (tmp_path / "result.json").stat().st_mtime_ns >= newest
 
 
 FIT_JOB = """
@@ -187,3 +190,16 @@ def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
     assert len(samples) == 40 and np.all(samples["k_channel"] > 0)
     assert (tmp_path / "out" / "corner.png").stat().st_size > 5000
     assert "profile 95 % interval of k_channel: [" in result.summary()
+
+
+def test_a_second_run_into_the_same_folder_is_refused(tmp_path, capsys):
+    from diffmbs.app._runs import output_lock
+
+    job = write_job(tmp_path)
+    out = tmp_path / "out"
+    with output_lock(out):
+        assert main(["fit", str(job), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "another diffmbs run is writing into this folder" in err
+    assert not (out / "result.json").exists()

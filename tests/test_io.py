@@ -67,6 +67,23 @@ def test_csv_time_column_by_name(tmp_path):
     np.testing.assert_array_equal(record.channels["b"], [4.0, 5.0, 6.0])
 
 
+@pytest.mark.parametrize(
+    "name, dt", [("time_ms", 0.5e-3), ("t [us]", 0.5e-6), ("Time (s)", 0.5), ("time", 0.5)]
+)
+def test_csv_time_column_in_the_unit_its_name_gives(tmp_path, name, dt):
+    path = _write(tmp_path / "r.csv", f"{name},a\n0,1\n0.5,2\n1.0,3\n")
+    record = read_acceleration_csv(path)
+    assert record.dt == pytest.approx(dt, rel=1e-15)
+    np.testing.assert_allclose(record.time, [0.0, dt, 2 * dt], rtol=1e-15)
+
+
+def test_csv_messages_print_plain_numbers(tmp_path):
+    path = _write(tmp_path / "r.csv", "time,a\n0,1\n2,1\n1,1\n")
+    with pytest.raises(ValueError, match=r"row 3 has 1 s after 2 s in row 2") as info:
+        read_acceleration_csv(path)
+    assert "np.float64" not in str(info.value)
+
+
 def test_csv_tolerates_bom_and_blank_lines(tmp_path):
     path = tmp_path / "r.csv"
     path.write_bytes("\ufefftime,a\n0,1\n\n1,2\n\n".encode())

@@ -7,6 +7,8 @@ prints.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from pathlib import Path
 
 import diffrax
@@ -158,40 +160,80 @@ def run_fit_job(
     settings = job.fit
     if max_iterations is not None and max_iterations < 1:
         raise ConfigError(f"max_iterations: must be >= 1, got {max_iterations}")
-    problem = problem_from_job(job)
-    _check_initial_simulations(job, problem)
     out_dir = Path(out_dir)
+    with output_lock(out_dir):
+        status = _status_printer(progress)
+        status(f"compiling the model and simulating the initial parameters of {job.path.name}")
+        problem = problem_from_job(job)
+        _check_initial_simulations(job, problem)
+        result = _fit(problem, settings, out_dir, max_iterations, resume, progress, status)
+        _uncertainty_extras(problem, result, settings, out_dir, resume=resume, status=status)
+        status("sensitivities and report")
+        save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
+        result.save(out_dir, srs_unit=(job.srs.units, job.srs.scale))  # result.json last
+    return result
+
+
+def _status_printer(progress: bool):
+    """One line per phase on stderr (the long compiles would otherwise be silent)."""
+
+    def status(message: str) -> None:
+        if progress:
+            print(f"diffmbs fit: {message} ...", file=sys.stderr, flush=True)
+
+    return status
+
+
+@contextlib.contextmanager
+def output_lock(out_dir: Path):
+    """Hold an exclusive lock on ``out_dir`` (created) for a run: a second run into the same
+    folder is refused with a :class:`ConfigError`. The lock is ``fcntl.flock`` on
+    ``out_dir/.lock``, released by the system when the process ends, however it ends, so a
+    killed run leaves no stale lock and ``--resume`` works at once."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".lock", "a+") as handle:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            yield
+            return
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"--out {out_dir}: another diffmbs run is writing into this folder; wait for "
+                "it to finish or choose another --out"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -> FitResult:
+    """The global stage and local fits, or the local fit alone (see :func:`run_fit_job`)."""
     iterations = max_iterations or settings.max_iterations
     search = settings.search(problem.space)
     if search is not None:
-        result = global_fit(
+        status(f"global search ({search.population_size} candidates × {search.generations} "
+               f"generations), then {settings.refine + 1} local fits")  # fmt: skip
+        return global_fit(
             problem, search, settings.fitter(), n_refine=settings.refine,
             max_iterations=iterations, seed=settings.seed, checkpoint_dir=out_dir,
             checkpoint_every=settings.checkpoint_every, resume=resume, progress=progress,
         )  # fmt: skip
-    else:
-        checkpoint = out_dir / "checkpoint.npz"
-        z0 = None
-        if settings.multistart and not (resume and checkpoint.exists()):
-            starts = multistart(problem, settings.multistart, seed=settings.seed, n_best=1)
-            z0 = starts.z[0]
-            if starts.loss[0] > float(problem.loss(problem.initial_z)):
-                z0 = None  # the configured initial values are better than every sample
-        result = fit(
-            problem,
-            settings.fitter(),
-            z0=z0,
-            max_iterations=iterations,
-            checkpoint=checkpoint,
-            checkpoint_every=settings.checkpoint_every,
-            resume=resume,
-            progress=progress,
-        )
-    _uncertainty_extras(problem, result, settings, out_dir, resume=resume, progress=progress)
-    result.save(out_dir)
-    save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
-    return result
+    checkpoint = out_dir / "checkpoint.npz"
+    z0 = None
+    if settings.multistart and not (resume and checkpoint.exists()):
+        status(f"multistart: {settings.multistart} samples")
+        starts = multistart(problem, settings.multistart, seed=settings.seed, n_best=1)
+        z0 = starts.z[0]
+        if starts.loss[0] > float(problem.loss(problem.initial_z)):
+            z0 = None  # the configured initial values are better than every sample
+    status("local fit")
+    return fit(problem, settings.fitter(), z0=z0, max_iterations=iterations,
+               checkpoint=checkpoint, checkpoint_every=settings.checkpoint_every, resume=resume,
+               progress=progress)  # fmt: skip
 
 
 def _check_initial_simulations(job: Job, problem: Problem) -> None:
@@ -215,19 +257,21 @@ def _check_initial_simulations(job: Job, problem: Problem) -> None:
         )
 
 
-def _uncertainty_extras(problem, result, settings, out_dir: Path, *, resume, progress) -> None:
+def _uncertainty_extras(problem, result, settings, out_dir: Path, *, resume, status) -> None:
     """The ``[fit] profiles`` and ``posterior`` of the report, into ``result`` (and
     ``corner.png``, ``posterior_samples.csv``, the chain's checkpoint ``posterior.npz``)."""
     names = settings.profiled(problem.space)
     if names:
+        status(f"profile likelihood of {', '.join(names)}")
         result.profiles = {
             name: profile_likelihood(problem, result, name).to_dict() for name in names
         }
     if settings.posterior == "nuts":
+        status(f"posterior: {settings.posterior_warmup} + {settings.posterior_samples} NUTS steps")
         posterior = sample_posterior(
             problem, result, num_samples=settings.posterior_samples,
             num_warmup=settings.posterior_warmup, seed=settings.seed,
-            checkpoint=out_dir / "posterior.npz", resume=resume, progress=progress,
+            checkpoint=out_dir / "posterior.npz", resume=resume, progress=False,
         )  # fmt: skip
         result.posterior = posterior.to_dict()
         plot_corner(posterior, out_dir / "corner.png")
