@@ -251,6 +251,11 @@ def _validated_analysis(dt, freqs, damping, kind, upsample) -> tuple[float, np.n
         )
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if np.ndim(dt) != 0 or not np.isrealobj(dt):
+        raise ValueError(
+            f"dt must be one positive number (the sample interval in s), got "
+            f"{'complex ' if not np.isrealobj(dt) else ''}shape {np.shape(dt)}"
+        )
     dt = float(dt)
     if not (math.isfinite(dt) and dt > 0):
         raise ValueError(f"dt must be a positive finite sample interval in seconds, got {dt}")
@@ -291,8 +296,11 @@ def _validated_record(accel) -> jax.Array:
                 f"accel must have time on its last axis with at least 2 samples, "
                 f"got shape {arr.shape}"
             )
-        if not np.issubdtype(arr.dtype, np.number):
-            raise ValueError(f"accel must be numeric, got dtype {arr.dtype}")
+        if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+            raise ValueError(
+                f"accel must be real numbers, got dtype {arr.dtype}"
+                + (" (pass the real part explicitly)" if np.iscomplexobj(arr) else "")
+            )
         finite = np.isfinite(arr)
         if not finite.all():
             where = tuple(int(i) for i in np.unravel_index(int(np.argmin(finite)), arr.shape))
@@ -300,8 +308,15 @@ def _validated_record(accel) -> jax.Array:
         return jnp.asarray(arr, dtype=jnp.float64)
     if accel.ndim == 0 or accel.shape[-1] < 2:
         raise ValueError(f"accel must have at least 2 samples on its last axis: {accel.shape}")
+    if jnp.iscomplexobj(accel):
+        raise ValueError(f"accel must be real numbers, got dtype {accel.dtype}")
     accel = jnp.asarray(accel, dtype=jnp.float64)
-    return eqx.error_if(accel, ~jnp.all(jnp.isfinite(accel)), "accel has non-finite values")
+    return eqx.error_if(
+        accel,
+        ~jnp.all(jnp.isfinite(accel)),
+        "shock_response_spectrum: accel has a NaN or infinite sample (under jit the index "
+        "cannot be named; call it once without jit to find it)",
+    )
 
 
 def _signed(y, reducer: str):
@@ -461,9 +476,11 @@ def _spectrum(records, dt: float, freqs, damping: float, kind: str, smooth):
     peaks = jax.vmap(lambda u: _exact_peaks(u, bank, dt, reducer, primary, residual))(records)
     if smooth is not None:
         # Log-sum-exp over every sample with temperature smooth·peak. Log-sum-exp is invariant
-        # to the shift, so the shift carries no gradient; the temperature does.
+        # to the shift, so the shift carries no gradient; the temperature does. The floor
+        # √tiny keeps 1/scale finite for a record at rest (peak 0), whose gradient is then 0
+        # instead of 0·∞ = NaN.
         shift = jax.lax.stop_gradient(peaks)
-        scale = smooth * selection.maximum(peaks, jnp.finfo(peaks.dtype).tiny)
+        scale = smooth * selection.maximum(peaks, math.sqrt(jnp.finfo(peaks.dtype).tiny))
         sums = jax.vmap(
             lambda u, p, s: _soft_peak_sums(u, bank, dt, reducer, primary, residual, p, s)
         )(records, shift, scale)

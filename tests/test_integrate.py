@@ -198,6 +198,12 @@ def test_gradients_reverse_and_forward_match_finite_differences():
     np.testing.assert_allclose(grad, jac, rtol=1e-8)
 
 
+def test_forward_mode_without_forward_adjoint_says_what_to_pass():
+    p = jnp.array([4e4, 20.0, 1.0])
+    with pytest.raises(TypeError, match=r"needs adjoint=diffrax\.ForwardMode\(\)"):
+        jax.jacfwd(final_position)(p)
+
+
 def test_vmap_over_stiffness_equals_loop():
     ks = jnp.linspace(1e4, 8e4, 8)
 

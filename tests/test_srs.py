@@ -453,3 +453,30 @@ def test_traced_non_finite_record_raises_under_jit():
 def test_traced_analysis_settings_are_refused():
     with pytest.raises(TypeError, match="concrete"):
         jax.jit(lambda dt: shock_response_spectrum(np.ones(10), dt, [10.0]))(1e-3)
+
+
+def test_smooth_srs_of_a_record_at_rest_has_a_finite_gradient():
+    """A quiet channel (all zeros) must not poison a fit with NaN: value ≈ 0, gradient finite."""
+    freqs = np.array([10.0, 100.0])
+    loss = lambda a: jnp.sum(shock_response_spectrum(a, 1e-3, freqs, smooth=0.01))  # noqa: E731
+    value, grad = jax.value_and_grad(loss)(jnp.zeros(200))
+    assert abs(float(value)) < 1e-150
+    assert bool(jnp.all(jnp.isfinite(grad)))
+
+
+@pytest.mark.parametrize(
+    "accel, dt, match",
+    [
+        (np.zeros(10, complex), 1e-3, r"accel must be real numbers.*complex128.*real part"),
+        (np.zeros(10), np.array([1e-3, 1e-3]), r"dt must be one positive number.*shape \(2,\)"),
+    ],
+)
+def test_complex_records_and_array_dt_are_refused(accel, dt, match):
+    with pytest.raises(ValueError, match=match):
+        shock_response_spectrum(accel, dt, np.array([10.0, 100.0]))
+
+
+def test_a_nan_sample_under_jit_is_named():
+    f = jax.jit(lambda a: shock_response_spectrum(a, 1e-3, np.array([10.0])))
+    with pytest.raises(Exception, match="accel has a NaN or infinite sample"):
+        f(jnp.array([0.0, jnp.nan, 1.0])).block_until_ready()
