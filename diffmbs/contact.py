@@ -64,6 +64,7 @@ from jax import lax
 from jaxtyping import Array, ArrayLike
 
 from diffmbs import selection
+from diffmbs.parameters import check_physical_value
 
 __all__ = [
     "DAMPING_LAWS",
@@ -208,6 +209,11 @@ class AbstractHuntCrossley(eqx.Module):
                                metadata={"units": "s/m"})  # fmt: skip
     exponent: float = eqx.field(kw_only=True, static=True, default=1.5)
     smoothing: float = eqx.field(kw_only=True, static=True, default=1e-6)
+
+    def __check_init__(self):
+        # Concrete values only (a traced one belongs to a fit); names the element's class.
+        for name in ("stiffness", "damping", "smoothing"):
+            check_physical_value(name, getattr(self, name), f"{type(self).__name__}.{name}")
 
     def contact_force(self, penetration: ArrayLike, penetration_rate: ArrayLike) -> Array:
         """Contact force (N, ≥ 0) at penetration δ (m) and rate δ̇ (m/s); broadcasts."""

@@ -199,9 +199,36 @@ def get_parameter(model: Any, path: str) -> Array:
     return leaf[ref.index] if ref.index else leaf
 
 
+POSITIVE_NAMES = frozenset({"mass", "radius", "radius_i", "radius_j", "smoothing"})
+NON_NEGATIVE_NAMES = frozenset({"stiffness", "damping"})
+
+
+def check_physical_value(name: str, value: Any, path: str | None = None) -> None:
+    """Raise :class:`ParameterError` (naming ``path``, default ``name``) when a concrete value
+    of a parameter called ``name`` is outside its physical range: not finite, a mass, radius
+    or smoothing length ≤ 0, a stiffness or damping < 0. Traced values are not checked (they
+    are a fit's or a sweep's business)."""
+    if isinstance(value, jax.core.Tracer):
+        return
+    x = np.asarray(value)
+    if not np.issubdtype(x.dtype, np.number):
+        return
+    path = name if path is None else path
+    if not np.all(np.isfinite(x)):
+        raise ParameterError(path, f"must be finite, got {value!r}")
+    if name in POSITIVE_NAMES and not np.all(x > 0):
+        raise ParameterError(path, f"must be positive, got {value!r}")
+    if name in NON_NEGATIVE_NAMES and not np.all(x >= 0):
+        raise ParameterError(path, f"must not be negative, got {value!r}")
+
+
 def set_parameter(model: Any, path: str, value: ArrayLike) -> Any:
     """A copy of ``model`` with the parameter ``path`` set to ``value`` (broadcast to the
-    leaf's shape, or to the indexed element's); differentiable in ``value``."""
+    leaf's shape, or to the indexed element's); differentiable in ``value``. A concrete value
+    outside its physical range (:func:`check_physical_value`) raises :class:`ParameterError`."""
+    names = [key for kind, key in parse_path(path) if kind == "attr"]
+    if names:
+        check_physical_value(names[-1], value, path)
     ref = resolve(model, path)
     leaf = jnp.asarray(_checked_leaf(model, path, ref))
     leaf = leaf.astype(jnp.result_type(leaf, float))  # an integer field becomes a float one

@@ -33,8 +33,8 @@ def test_quiet_on_independent_residuals_and_firing_on_correlated_ones():
         for _ in range(300)
     ]
     assert sum(d["detected"] for d in quiet) <= 6  # ≤ 2 %: two 0.1 % tests, pooled
-    inflation = np.array([d["inflation"] for d in quiet])
-    assert np.all(inflation >= 1.0) and np.quantile(inflation, 0.9) < 1.5
+    widened = sum(d["inflation"] > 1.0 for d in quiet)
+    assert widened <= 15  # ≤ 5 %: widening starts at 2σ of the null (2.3 %)
     loud = [residual_structure({"a": ar1(rng, 40, 0.8), "b": ar1(rng, 40, 0.8)})
             for _ in range(100)]  # fmt: skip
     assert sum(d["detected"] for d in loud) >= 95
@@ -54,7 +54,7 @@ def test_an_offset_between_tests_is_named():
 def test_widened_intervals_cover_the_truth_at_their_stated_rate():
     """A straight line fitted to data with AR(1) errors (ρ = 0.7): the naive 95 % intervals of
     the intercept cover the truth about half the time, the widened ones 83 % (the rule's
-    documented shortfall at this correlation; 94 % on independent errors)."""
+    documented shortfall at this correlation)."""
     rng = np.random.default_rng(2)
     design = np.column_stack([np.ones_like(X), X])
     truth = np.array([1.0, 0.5])

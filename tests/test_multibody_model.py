@@ -290,3 +290,52 @@ def test_elements_of_one_type_are_stacked_and_the_graph_does_not_grow():
         return count(jax.make_jaxpr(fn)(q, v).jaxpr)
 
     assert size(short) == size(long)
+
+
+def _pendulum():
+    b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))
+    b.add_body(mb.RigidBody("link", mass=2.0, inertia=(0.17, 0.17, 0.002),
+                            position=(0, 0, -0.5)))  # fmt: skip
+    axis = (0.0, 1.0, 0.0)
+    b.add_joint("hinge", mb.Revolute("ground", mb.Frame.from_axis((0, 0, 0), axis),
+                                     "link", mb.Frame.from_axis((0, 0, 0.5), axis)))  # fmt: skip
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    "path, value, match",
+    [
+        ("link.mass", 0.0, r"parameter 'link\.mass': must be positive, got 0\.0"),
+        ("link.mass", float("nan"), r"parameter 'link\.mass': must be finite"),
+        ("link.mas", 1.0, r"parameter 'link\.mas': .* has no 'mas'; it has: mass, inertia"),
+    ],
+)
+def test_with_parameter_refuses_unphysical_values_and_unknown_names(path, value, match):
+    with pytest.raises(ValueError, match=match):
+        _pendulum().with_parameter(path, value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"radius": -0.1, "stiffness": 1e6}, r"'SpherePlane\.radius': must be positive"),
+        ({"radius": 0.1, "stiffness": -1e6}, r"'SpherePlane\.stiffness': must not be negative"),
+        ({"radius": 0.1, "stiffness": 1e6, "damping": -0.5},
+         r"'SpherePlane\.damping': must not be negative"),
+    ],
+)
+def test_contacts_refuse_negative_radius_stiffness_and_damping(kwargs, match):
+    radius = kwargs.pop("radius")
+    with pytest.raises(ValueError, match=match):
+        mb.SpherePlane("link", (0.0, 0.0, 0.0), radius, "ground", (0.0, 0.0, 0.0),
+                       (0.0, 0.0, 1.0), **kwargs)  # fmt: skip
+
+
+def test_an_initial_state_off_its_joint_is_refused_naming_the_joint():
+    import diffmbs
+
+    model = _pendulum()
+    q0, v0 = model.initial_state()
+    off = q0.at[0].add(0.4)  # the body's x moved 0.4 m away from the hinge
+    with pytest.raises(ValueError, match=r"violates the constraints by 0\.4 at joint 'hinge'"):
+        diffmbs.simulate(model, off, v0, jnp.linspace(0.0, 0.01, 3))

@@ -40,6 +40,7 @@ from diffmbs.multibody._bodies import (
     dot,
 )
 from diffmbs.multibody._forces import AbstractForceElement, Wrench, pair_wrench
+from diffmbs.parameters import check_physical_value
 from diffmbs.rotations import safe_norm
 
 __all__ = ["PointPlane", "SpherePlane", "SphereSphere"]
@@ -62,6 +63,11 @@ class _AbstractContact(AbstractForceElement, AbstractHuntCrossley):
     a primitive pair only implements :meth:`contact`."""
 
     attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def __check_init__(self):
+        for name in ("radius", "radius_i", "radius_j"):
+            if hasattr(self, name):
+                check_physical_value(name, getattr(self, name), f"{type(self).__name__}.{name}")
 
     @abc.abstractmethod
     def contact(self, ki: BodyKinematics, kj: BodyKinematics) -> tuple[Array, Array, Array, Array]:
