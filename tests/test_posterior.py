@@ -51,7 +51,7 @@ def test_nuts_posterior_matches_the_student_t_closed_form(fitted, tmp_path):
     # The sampler targets m_eff = m / inflation observations: the closed form with that count.
     nu_eff = X.size / inflation - 2
     scale_eff = scale * np.sqrt(nu / nu_eff)
-    post = sample_posterior(problem, result, num_samples=1000, num_warmup=300, progress=False)
+    post = sample_posterior(problem, result, num_samples=600, num_warmup=200, progress=False)
     assert post.divergences == 0 and 0.6 < post.acceptance < 0.99
     for i, name in enumerate(("a", "b")):
         lo, med, hi = post.intervals[name]
