@@ -291,17 +291,8 @@ def _integrate(vector_field, args, y0, ts, t0, solver, adjoint, controller, dt0,
         )
     else:
         (ys, end), _ = forward_solve(
-            dynamic,
-            static,
-            vector_field,
-            solver,
-            controller,
-            ts,
-            t0,
-            dt0,
-            max_steps,
-            store=None,
-            adjoint=adjoint,
+            dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
+            store=None, adjoint=adjoint,
         )
     return ys, *end
 
@@ -337,16 +328,8 @@ def _simulate(
     options: _OutputOptions,
 ) -> Solution:
     (q, v), t_end, (q_end, v_end), result, stats = _integrate(
-        _vector_field,
-        (system, options.baumgarte, options.kkt_solver),
-        (q0, v0),
-        ts,
-        t0,
-        solver,
-        adjoint,
-        stepsize_controller,
-        dt0,
-        max_steps,
+        _vector_field, (system, options.baumgarte, options.kkt_solver), (q0, v0), ts, t0,
+        solver, adjoint, stepsize_controller, dt0, max_steps,
     )
     return _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options)
 
@@ -368,15 +351,7 @@ def _simulate_batch(
 ) -> Solution:
     args = (system, options.baumgarte, options.kkt_solver, system_axes)
     (q, v), t_end, (q_end, v_end), result, stats = _integrate(
-        _batch_vector_field,
-        args,
-        (q0, v0),
-        ts,
-        t0,
-        solver,
-        adjoint,
-        stepsize_controller,
-        dt0,
+        _batch_vector_field, args, (q0, v0), ts, t0, solver, adjoint, stepsize_controller, dt0,
         max_steps,
     )
 
@@ -396,7 +371,9 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
     constrained = n_constraints(system, ts[0], q[0]) > 0
     if project and constrained:
         # drift of the integration itself, before the projection of the outputs
-        phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(ts, q, v)
+        phi, phidot, _ = jax.vmap(lambda t_, q_, v_: constraint_terms(system, t_, q_, v_))(
+            ts, q, v
+        )
         drift = jnp.max(jnp.abs(phi), initial=0.0)
         vdrift = jnp.max(jnp.abs(phidot), initial=0.0)
 
@@ -429,7 +406,9 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
                 _all_finite(sensors),
             ]
         )
-        drifts = jnp.stack([jnp.max(jnp.abs(x), initial=0.0) for x in (terms.phi, terms.phidot)])
+        drifts = jnp.stack(
+            [jnp.max(jnp.abs(x), initial=0.0) for x in (terms.phi, terms.phidot)]
+        )
         return vdot, lam, sensors, healthy, drifts
 
     # The samples and, as one more row, the last accepted state: its flags diagnose a solver
@@ -646,25 +625,13 @@ def simulate(
         run_derivative_check(system, q0, v0, t0)
     projected = settings.step_projection and n_constraints(system, t0, q0) > 0
     solver, adjoint, stepsize_controller, options = _strategies(
-        settings,
-        ts,
-        t0,
-        q0.shape[0] + v0.shape[0],
+        settings, ts, t0, q0.shape[0] + v0.shape[0],
         step_projection=_project_step if projected else None,
     )
     with _forward_mode_hint():
         sol = _simulate(
-            system,
-            q0,
-            v0,
-            ts,
-            t0,
-            solver,
-            adjoint,
-            stepsize_controller,
-            settings.dt0,
-            settings.max_steps,
-            options,
+            system, q0, v0, ts, t0, solver, adjoint, stepsize_controller, settings.dt0,
+            settings.max_steps, options,
         )
     if not settings.throw:
         return sol
@@ -783,38 +750,25 @@ def simulate_batch(
         stepsize_controller = eqx.tree_at(lambda c: c.norm, stepsize_controller, _batch_rms_norm)
         settings = dataclasses.replace(settings, stepsize_controller=stepsize_controller)
     elif not (
-        stepsize_controller is None or isinstance(stepsize_controller, diffrax.ConstantStepSize)
+        stepsize_controller is None
+        or isinstance(stepsize_controller, diffrax.ConstantStepSize)
     ):
         raise ValueError(
             "simulate_batch: stepsize_controller must be a diffrax.PIDController (its error "
             "norm is replaced) or ConstantStepSize, got "
             f"{type(stepsize_controller).__name__}"
         )
-    projected = (
-        settings.step_projection and n_constraints(_variant(system, system_axes, 0), t0, q0[0]) > 0
-    )
+    projected = settings.step_projection and n_constraints(
+        _variant(system, system_axes, 0), t0, q0[0]
+    ) > 0
     solver, adjoint, stepsize_controller, options = _strategies(
-        settings,
-        ts,
-        t0,
-        size * (q0.shape[1] + v0.shape[1]),
-        norm=_batch_rms_norm,
-        step_projection=_batch_project_step if projected else None,
+        settings, ts, t0, size * (q0.shape[1] + v0.shape[1]),
+        norm=_batch_rms_norm, step_projection=_batch_project_step if projected else None,
     )
     with _forward_mode_hint():
         sol = _simulate_batch(
-            system,
-            system_axes,
-            q0,
-            v0,
-            ts,
-            t0,
-            solver,
-            adjoint,
-            stepsize_controller,
-            settings.dt0,
-            settings.max_steps,
-            options,
+            system, system_axes, q0, v0, ts, t0, solver, adjoint, stepsize_controller,
+            settings.dt0, settings.max_steps, options,
         )
     if not settings.throw:
         return sol

@@ -285,6 +285,12 @@ class OptaxState(eqx.Module):
     reason: Array
 
 
+def _optax_init(optimizer, problem: Problem, z0) -> OptaxState:
+    z0 = jnp.asarray(z0, dtype=float)
+    loss, grad = loss_and_grad(problem, z0)
+    return OptaxState(z0, optimizer.init(z0), loss, jnp.linalg.norm(grad), jnp.asarray(0))
+
+
 @eqx.filter_jit
 def _optax_update(fitter, grad, opt_state, z):
     updates, opt_state = fitter._optimizer().update(grad, opt_state, z)
@@ -305,11 +311,7 @@ class Adam(AbstractFitter):
         return optax.adam(self.learning_rate)
 
     def init(self, problem, z0):
-        z0 = jnp.asarray(z0, dtype=float)
-        loss, grad = loss_and_grad(problem, z0)
-        return OptaxState(
-            z0, self._optimizer().init(z0), loss, jnp.linalg.norm(grad), jnp.asarray(0)
-        )
+        return _optax_init(self._optimizer(), problem, z0)
 
     def step(self, problem, state: OptaxState) -> OptaxState:
         loss, grad = loss_and_grad(problem, state.z)
@@ -363,11 +365,7 @@ class LBFGS(AbstractFitter):
         return optax.lbfgs(memory_size=self.memory_size)
 
     def init(self, problem, z0):
-        z0 = jnp.asarray(z0, dtype=float)
-        loss, grad = loss_and_grad(problem, z0)
-        return OptaxState(
-            z0, self._optimizer().init(z0), loss, jnp.linalg.norm(grad), jnp.asarray(0)
-        )
+        return _optax_init(self._optimizer(), problem, z0)
 
     def step(self, problem, state: OptaxState) -> OptaxState:
         return _lbfgs_step(self, problem, state)
