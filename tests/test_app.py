@@ -98,7 +98,7 @@ def test_models_from_an_import_path_and_an_entry_point(tmp_path, monkeypatch):
          r"equipment_acceleration\[0\], equipment_acceleration\[1\], equipment_acceleration\[2\]"),
         ('"equipment_acceleration[2]"', '"equipment_acceleration[3]"', r"\[3\]' does not exist"),
         ('description = "', 'description = "missing_', r"model\.description: file not found"),
-        ('coordinates = "joint"', 'coordinates = "minimal"', r"model: coordinates: 'minimal'"),
+        ('coordinates = "joint"', 'coordinates = "minimal"', r"model\.coordinates: 'minimal'"),
         ('"table.velocity[2]" = -1.5', '"table.speed" = -1.5',
          r"experiments\[0\]\.model\.parameters: parameter 'table.speed'"),
         ('name = "mount.damping"', 'name = "mount.dumping"', r"parameters\[1\]\.path: .*dumping"),
