@@ -61,6 +61,14 @@ def test_srs_end_to_end_matches_direct_call(half_sine_csv, tmp_path, capsys):
     np.testing.assert_allclose(table[:, 2], 0.5 * table[:, 1], rtol=1e-12)
 
 
+def test_srs_says_what_it_does_on_long_work(half_sine_csv, tmp_path, capsys, monkeypatch):
+    from diffmbs.app import _srs_command
+
+    monkeypatch.setattr(_srs_command, "LONG_WORK", 0)  # every record counts as long here
+    code, _, err = _srs([half_sine_csv, "--fmax", "2000", "--out", tmp_path], capsys)
+    assert code == 0 and err.startswith("diffmbs srs: ") and " samples × " in err
+
+
 def test_srs_output_units_differ_by_standard_gravity(half_sine_csv, tmp_path, capsys):
     common = [half_sine_csv, "--units", "g", "--fmax", "2000", "--out", tmp_path]
     assert _srs([*common, "--name", "in_g"], capsys)[0] == 0

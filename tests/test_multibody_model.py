@@ -339,3 +339,6 @@ def test_an_initial_state_off_its_joint_is_refused_naming_the_joint():
     off = q0.at[0].add(0.4)  # the body's x moved 0.4 m away from the hinge
     with pytest.raises(ValueError, match=r"violates the constraints by 0\.4 at joint 'hinge'"):
         diffmbs.simulate(model, off, v0, jnp.linspace(0.0, 0.01, 3))
+    with pytest.raises(ValueError, match=r"not assembled.*violated by 0\.4 at joint 'hinge'"):
+        mb.check_configuration(model, off)
+    mb.check_configuration(model, q0)  # assembled and regular: no error

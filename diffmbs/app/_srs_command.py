@@ -348,6 +348,10 @@ def _output_units(args: argparse.Namespace, records: Sequence[AccelerationRecord
     return "m/s2"
 
 
+LONG_WORK = 2e7
+"""Samples × frequencies above which ``diffmbs srs`` says what it is doing (about 2 s)."""
+
+
 def _run_srs_command(args: argparse.Namespace) -> None:
     damping = _damping_ratio(args)
     records = [read_record(p, time_column=args.time_column, units=args.units) for p in args.inputs]
@@ -359,6 +363,10 @@ def _run_srs_command(args: argparse.Namespace) -> None:
         reference = (ref_freqs, ref_values, label)
     elif args.reference_column is not None:
         raise ValueError("--reference-column needs --reference")
+    samples = sum(len(c) for r in records for c in r.channels.values())
+    if samples * len(freqs) > LONG_WORK:  # say what a long silence is
+        print(f"diffmbs srs: {samples:,} samples × {len(freqs)} frequencies ...", file=sys.stderr,
+              flush=True)  # fmt: skip
     csv_path, png_path, _ = run_srs(
         records,
         freqs,

@@ -229,9 +229,17 @@ def check_configuration(
     not singular. Test: move by ``step`` (m / rad) along a fixed mix of the allowed motions,
     re-assemble (``iterations`` Gauss–Newton steps), and compare ranks (numerical rank: singular
     values above ``rtol · σ_max``).
-    The message names the joints whose equations lose independence.
+    The message names the joints whose equations lose independence. A ``q`` that is not
+    assembled (``|Φ| > 1e-5``) raises ``ValueError`` naming the worst joint first.
     """
     q = model.normalize(jnp.asarray(q, dtype=float))
+    phi = np.abs(np.asarray(model.constraints(jnp.asarray(t, dtype=float), q)))
+    if phi.size and phi.max() > 1e-5:
+        worst = int(np.argmax(phi))
+        raise ValueError(
+            f"check_configuration: q is not assembled: the constraints are violated by "
+            f"{phi[worst]:.3g} at {model.constraint_labels()[worst]}; call assemble first"
+        )
     jac = _equilibrated_jacobian(model, q, t)
     if jac.shape[0] == 0:
         return
