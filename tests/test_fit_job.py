@@ -193,12 +193,20 @@ def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
 
 
 def test_a_second_run_into_the_same_folder_is_refused(tmp_path, capsys):
-    from diffmbs.app._runs import output_lock
-
     job = write_job(tmp_path)
     out = tmp_path / "out"
-    with output_lock(out):
+    out.mkdir()
+    holder = subprocess.Popen(  # another process writing into out/
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(out / ".lock")], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
         assert main(["fit", str(job), "--out", str(out)]) == 2
+    finally:
+        holder.kill()
+        holder.wait()
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "another diffmbs run is writing into this folder" in err

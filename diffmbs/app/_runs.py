@@ -40,6 +40,7 @@ from ._schema import ExperimentSpec, Job, load_job
 from ._tables import ConfigError
 
 __all__ = [
+    "output_lock",
     "problem_from_job",
     "run_fit_job",
     "run_sensitivity_job",
@@ -184,13 +185,22 @@ def _status_printer(progress: bool):
     return status
 
 
+_HELD: set[Path] = set()  # output folders this process holds (the lock is re-entrant)
+
+
 @contextlib.contextmanager
 def output_lock(out_dir: Path):
     """Hold an exclusive lock on ``out_dir`` (created) for a run: a second run into the same
     folder is refused with a :class:`ConfigError`. The lock is ``fcntl.flock`` on
     ``out_dir/.lock``, released by the system when the process ends, however it ends, so a
-    killed run leaves no stale lock and ``--resume`` works at once."""
+    killed run leaves no stale lock and ``--resume`` works at once. Re-entrant within a
+    process (the command line holds it around a command that takes it again)."""
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    key = out_dir.resolve()
+    if key in _HELD:
+        yield
+        return
     with open(out_dir / ".lock", "a+") as handle:
         try:
             import fcntl
@@ -204,9 +214,11 @@ def output_lock(out_dir: Path):
                 f"--out {out_dir}: another diffmbs run is writing into this folder; wait for "
                 "it to finish or choose another --out"
             ) from None
+        _HELD.add(key)
         try:
             yield
         finally:
+            _HELD.discard(key)
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 

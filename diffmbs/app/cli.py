@@ -24,6 +24,7 @@ from diffmbs.io import (
 )
 
 from ._runs import (
+    output_lock,
     run_fit_job,
     run_sensitivity_job,
     run_sweep_job,
@@ -256,7 +257,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, or a usage error already printed
         return exit_.code if isinstance(exit_.code, int) else 2
     try:
-        args.run(args)
+        out = getattr(args, "out", None)
+        if getattr(args, "config", None) is not None:
+            out = _out_dir(args)  # the job commands' default folder
+        if out is None:
+            args.run(args)
+        else:
+            with output_lock(out):  # one run per output folder
+                args.run(args)
     except (ValueError, OSError) as err:
         message = " ".join(str(err).split())
         print(f"{PROG}: error: {message}", file=sys.stderr)
