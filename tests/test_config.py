@@ -154,8 +154,9 @@ def test_a_step_budget_too_small_is_named_by_simulate_and_fit(tmp_path, capsys):
     )
     fit_job = write(tmp_path, fit_text)
     assert main(["fit", str(fit_job), "--out", str(tmp_path / "fit")]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "raise [simulation] max_steps (now 10)" in err
+    lines = capsys.readouterr().err.strip().splitlines()  # status lines, then the error
+    errors = [line for line in lines if line.startswith("diffmbs: error:")]
+    assert len(errors) == 1 and "raise [simulation] max_steps (now 10)" in errors[0]
     assert not (tmp_path / "fit" / "result.json").exists()
 
 
