@@ -138,14 +138,18 @@ The misfit is the mean square of 20 log10(SRS_simulated / SRS_measured) over the
 frequencies of every experiment; gradients come from the simulation itself (forward-mode
 automatic differentiation), not from finite differences. The job file's [[parameters]] name
 the fitted model parameters with bounds and transforms (per_experiment = true gives each test
-its own value); [fit] chooses the method (levenberg_marquardt, gauss_newton, adam, lbfgs), the
-iteration budget and an optional Latin-hypercube multi-start scored in one batch.
+its own value). With finite bounds a global search runs first (CMA-ES, each generation one
+batch of simulations), then the local fitter ([fit] method: levenberg_marquardt, gauss_newton,
+adam, lbfgs) from the best distinct candidates; [fit] global = "none" skips it.
 
-Writes into --out: result.json (parameters, standard deviations and correlations from the
-Gauss-Newton covariance, loss history, per-frequency dB residuals, fraction of points within
-+/-3 and +/-6 dB), srs_<test>.png (fit over measurement with +/-3/+/-6 dB bands),
-convergence.png, correlation.png, sensitivity_<test>.csv/.png (dB per unit ln(parameter)), and
-checkpoint.npz every few iterations: after an interruption, run the same command with --resume.
+Writes into --out: result.json last (parameters, standard deviations and correlations from the
+Gauss-Newton covariance, widened when the residuals show model discrepancy; loss history;
+per-frequency dB residuals; fraction of points within +/-3 and +/-6 dB), srs_<test>.png (fit
+over measurement with +/-3/+/-6 dB bands), convergence.png, correlation.png,
+sensitivity_<test>.csv/.png (dB per unit ln(parameter)), with [fit] profiles the
+profile-likelihood intervals and with [fit] posterior = "nuts" a NUTS posterior (corner.png,
+posterior_samples.csv), and checkpoints of every phase: after an interruption, run the same
+command with --resume. One run at a time writes into a folder.
 """
 
 SENSITIVITY_DESCRIPTION = """\
