@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -211,3 +212,26 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path, capsys):
     assert len(err.splitlines()) == 1
     assert "another diffmbs run is writing into this folder" in err
     assert not (out / "result.json").exists()
+
+
+def test_a_measured_record_is_fitted_jointly_with_its_srs(tmp_path):
+    """[[experiments]] history = the record: a second, time-domain experiment of the same test
+    (its per-test parameters too), weighted to count as much as the SRS."""
+    record = (ROOT / "data" / "mwsm" / "test_2ft_accel.csv").as_posix()
+    text = (FIT_JOB.replace('srs = "{srs}"', f'srs = "{{srs}}"\nhistory = "{record}"')
+            .replace("population = 16\ngenerations = 12\nrefine = 1\n", 'global = "none"\n')
+            .replace("max_iterations = 8", "max_iterations = 4")
+            + '[[parameters]]\nname = "chi_impact"\npath = "impact.damping"\nlower = 0.02\n'
+              "upper = 2.0\nper_experiment = true\n")  # fmt: skip
+    job = write_job(tmp_path, text)
+    problem = problem_from_job(load_job(job))
+    assert problem.experiment_names == ("drop_2ft", "drop_2ft:history")
+    chi = problem.space.parameters[problem.space.index("chi_impact@drop_2ft")]
+    assert chi.experiments == ("drop_2ft", "drop_2ft:history")
+    history = problem.experiment("drop_2ft:history")
+    srs = problem.experiment("drop_2ft")
+    # Σ w² over the record equals the SRS's point count: both count alike.
+    assert float(jnp.sum(history.weights**2)) == pytest.approx(len(srs.abscissa), rel=1e-12)
+    result = run_fit_job(job, tmp_path / "out", progress=False)
+    assert result.loss_history[-1] < result.loss_history[0]
+    assert (tmp_path / "out" / "history_drop_2ft_history.png").stat().st_size > 1000

@@ -16,12 +16,15 @@ import numpy as np
 
 from diffmbs.channels import flat_channels
 from diffmbs.integrate import DIAGNOSES, FAILURES, simulate
-from diffmbs.io import read_spectrum_csv, write_csv_atomic
+from diffmbs.io import read_acceleration_csv, read_spectrum_csv, write_csv_atomic
 from diffmbs.srs import octave_frequencies
 from identification import (
     FitResult,
+    Parameter,
+    ParameterSpace,
     Problem,
     SRSExperiment,
+    TimeHistoryExperiment,
     fit,
     global_fit,
     grid_values,
@@ -125,24 +128,47 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
             values = np.ones_like(freqs)
         try:
             experiments.append(
-                SRSExperiment(
-                    spec.name,
-                    spec.model,
-                    sim.sensor,
-                    sim.sample_times(),
-                    freqs,
-                    values,
-                    damping=job.srs.damping,
-                    kind=job.srs.kind,
-                    simulate_kwargs=options,
-                )  # fmt: skip
+                SRSExperiment(spec.name, spec.model, sim.sensor, sim.sample_times(), freqs,
+                              values, damping=job.srs.damping, kind=job.srs.kind,
+                              simulate_kwargs=options)  # fmt: skip
             )
+            if spec.history_path is not None and measured:
+                experiments.append(_history_experiment(job, i, spec, len(freqs), options))
         except ValueError as err:
             raise ConfigError(f"experiments[{i}]: {err}") from err
+    if not measured:  # no records in this problem: per-test values apply to the tests alone
+        space = ParameterSpace([_without_histories(p) for p in space.parameters])
     try:
         return Problem(space, experiments)
     except ValueError as err:
         raise ConfigError(str(err)) from err
+
+
+def _without_histories(prm: Parameter) -> Parameter:
+    if prm.experiments is None:
+        return prm
+    tests = tuple(e for e in prm.experiments if not e.endswith(":history"))
+    return Parameter(prm.name, prm.path, prm.lower, prm.upper, prm.initial, prm.transform,
+                     tests, prm.units)  # fmt: skip
+
+
+def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int, options):
+    """The measured record of a test as a :class:`~identification.TimeHistoryExperiment`
+    (``"<test>:history"``), sample by sample in its own times (t = 0 is the model's start:
+    align the record's trigger to it), residuals scaled by the record's RMS and weighted so that
+    the record counts ``history_weight`` times as much as the test's SRS (``n_srs`` points)."""
+    record = read_acceleration_csv(spec.history_path, units=job.srs.units)
+    if len(record.channels) != 1:
+        raise ConfigError(
+            f"experiments[{i}].history: {spec.history_path.name} has the channels "
+            f"{', '.join(record.channels)}; keep the time column and the one channel of "
+            f"{job.simulation.sensor!r}"
+        )
+    (measured,) = record.channels.values()
+    weight = spec.history_weight * np.sqrt(n_srs / measured.size)
+    return TimeHistoryExperiment(f"{spec.name}:history", spec.model, job.simulation.sensor,
+                                 record.time, measured, weights=np.full(measured.size, weight),
+                                 simulate_kwargs=options)  # fmt: skip
 
 
 def run_fit_job(

@@ -22,6 +22,8 @@ sweeps and sensitivities the parameters::
     [[experiments]]
     name = "drop_1ft"
     srs = "test_1ft_srs.csv"         # relative to this file: frequency_Hz, value columns
+    history = "test_1ft_accel.csv"   # optional: the record itself, fitted with the SRS
+    history_weight = 1.0             # its weight relative to the SRS of the test
     model = { drop_height_ft = 1.0 } # per-test options (and parameters), on top of [model]
 
     [[parameters]]
@@ -190,12 +192,16 @@ class SweepSettings:
 
 @dataclass(frozen=True)
 class ExperimentSpec:
-    """One test: its name, its model (the shared options plus its own), its measured SRS file."""
+    """One test: its name, its model (the shared options plus its own), its measured SRS file
+    and, optionally, its measured time history (``history_path``, fitted jointly with the SRS
+    with the relative weight ``history_weight``)."""
 
     name: str
     model: MechanicalSystem
     model_options: dict[str, Any]
     srs_path: Path | None
+    history_path: Path | None = None
+    history_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -241,7 +247,7 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
     experiments, seen = [], set()
     for i, table in enumerate(tables):
         where = f"experiments[{i}]"
-        check_keys(table, {"name", "srs", "model"}, where)
+        check_keys(table, {"name", "srs", "model", "history", "history_weight"}, where)
         exp_name = read_string(table, "name", where)
         if exp_name in seen:
             raise ConfigError(f"{where}.name: duplicate experiment name {exp_name!r}")
@@ -260,9 +266,17 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
             srs_path = (base_dir / read_string(table, "srs", where)).resolve()
             if not srs_path.is_file():
                 raise ConfigError(f"{where}.srs: file not found: {srs_path}")
+        history_path = None
+        if "history" in table:
+            history_path = (base_dir / read_string(table, "history", where)).resolve()
+            if not history_path.is_file():
+                raise ConfigError(f"{where}.history: file not found: {history_path}")
+        weight = read_number(table, "history_weight", where, 1.0)
         if parameters:
             options["parameters"] = parameters
-        experiments.append(ExperimentSpec(exp_name, model, options, srs_path))
+        experiments.append(
+            ExperimentSpec(exp_name, model, options, srs_path, history_path, weight)
+        )
     return tuple(experiments)
 
 
@@ -310,7 +324,9 @@ def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> Paramet
         per_experiment = table.get("per_experiment", False)
         if not isinstance(per_experiment, bool):
             raise ConfigError(f"{where}.per_experiment: expected true or false")
-        groups = [(e,) for e in names] if per_experiment else [None]
+        # A test's own value also applies to its measured record (experiment "<test>:history").
+        groups = [(e.name, f"{e.name}:history") if e.history_path else (e.name,)
+                  for e in experiments] if per_experiment else [None]  # fmt: skip
         for group in groups:
             label = name if group is None else f"{name}@{group[0]}"
             model = experiments[0 if group is None else names.index(group[0])].model
