@@ -332,7 +332,7 @@ class FitResult:
             if n in self.at_bounds:
                 note = f"at its {self.at_bounds[n]} bound: a limit, not an estimate"
             elif not known:
-                note = "not identifiable (no effect on the misfit)"
+                note = self._flat_note(n)
             else:
                 note = self._weak_note(i)
             lines.append(
@@ -372,6 +372,16 @@ class FitResult:
             else:
                 lines.append(f"{name}: rms residual {m['rms']:.3g}")
         return "\n".join(lines)
+
+    def _flat_note(self, name: str) -> str:
+        """Why a parameter is not identifiable: alone, or with which others its flat
+        direction moves."""
+        partners = sorted({other for d in self.non_identifiable if abs(d["direction"][name]) > 0.1
+                           for other, c in d["direction"].items()
+                           if other != name and abs(c) > 0.1})  # fmt: skip
+        if partners:
+            return f"not identifiable: flat in a combination with {', '.join(partners)}"
+        return "not identifiable (no effect on the misfit)"
 
     def _weak_note(self, i: int) -> str:
         """Why an estimated parameter is poorly determined: a strong trade-off with another

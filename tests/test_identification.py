@@ -268,6 +268,9 @@ def test_gauss_newton_fitter_and_non_identifiable_direction_flagged():
     np.testing.assert_allclose(np.abs(v), [0.0, 1 / np.sqrt(2), 1 / np.sqrt(2)], atol=1e-8)
     assert result.identifiable == {"a": True, "b": False, "c": False}
     assert np.isinf(result.std[1]) and np.isfinite(result.std[0])
+    summary = result.summary()
+    assert "not identifiable: flat in a combination with c" in summary
+    assert "not identifiable: flat in a combination with b" in summary
 
 
 def test_a_fit_that_ends_on_a_bound_is_not_converged_and_says_which():
