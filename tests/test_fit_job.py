@@ -128,6 +128,8 @@ def write_job(tmp_path, text=None) -> Path:
         ("max_iterations = 8", "max_iterations = 0", r"fit\.max_iterations"),
         ("[fit]", '[fit]\nmethod = "newton"', r"fit\.method: 'newton'"),
         ("upper = 0.3", "upper = 0.3\ntransform = \"cubic\"", r"parameters\[1\]\.transform"),
+        ("upper = 0.3", 'upper = 0.3\nper_experiment = "false"',
+         r"parameters\[1\]\.per_experiment: expected true or false"),
     ],
 )
 def test_fit_job_errors_name_the_key(tmp_path, old, new, match):

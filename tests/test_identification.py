@@ -404,3 +404,15 @@ def test_lbfgs_and_adam_reach_the_levenberg_marquardt_optimum(resonance_problem)
         assert lbfgs.parameters[name] == pytest.approx(value, rel=1e-3), name
     adam = idf.fit(resonance_problem, idf.Adam(0.02), max_iterations=30, progress=False)
     assert adam.loss < 0.5 * adam.loss_history[0]
+
+
+def test_a_value_on_a_bound_to_round_off_is_not_outside_it():
+    """exp(log(1e13)) differs from 1e13 in the last bits: at the bound, not outside it."""
+    exp = idf.FunctionExperiment("k", Linear(0.0, 0.0, 0.0), lambda m: m.a * jnp.ones(3),
+                                 np.full(3, 2.0), misfit="linear")  # fmt: skip
+    space = idf.ParameterSpace([idf.Parameter("a", "a", 1.0, 1e13, 2.0, "log")])
+    problem = idf.Problem(space, [exp])
+    z = np.array([np.log(1e13) * (1 + 1e-16)])
+    result = idf.FitResult.from_problem(problem, z)
+    assert result.parameters["a"] != 1e13  # round-off above the bound
+    assert result.outside_bounds == [] and result.at_bounds == {"a": "upper"}
