@@ -446,7 +446,7 @@ def test_bad_input_raises_a_clear_error(accel, dt, freqs, kwargs, match):
 
 def test_traced_non_finite_record_raises_under_jit():
     fun = jax.jit(lambda a: shock_response_spectrum(a, 1e-3, [10.0]))
-    with pytest.raises(Exception, match="non-finite"):
+    with pytest.raises(Exception, match="accel has a NaN or infinite sample"):
         jax.block_until_ready(fun(jnp.array([0.0, jnp.nan, 1.0, 0.0])))
 
 
@@ -474,9 +474,3 @@ def test_smooth_srs_of_a_record_at_rest_has_a_finite_gradient():
 def test_complex_records_and_array_dt_are_refused(accel, dt, match):
     with pytest.raises(ValueError, match=match):
         shock_response_spectrum(accel, dt, np.array([10.0, 100.0]))
-
-
-def test_a_nan_sample_under_jit_is_named():
-    f = jax.jit(lambda a: shock_response_spectrum(a, 1e-3, np.array([10.0])))
-    with pytest.raises(Exception, match="accel has a NaN or infinite sample"):
-        f(jnp.array([0.0, jnp.nan, 1.0])).block_until_ready()
