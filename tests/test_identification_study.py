@@ -24,7 +24,7 @@ diffmbs.configure()
 
 pytestmark = pytest.mark.xdist_group("lumped_study")  # one worker compiles the model once
 
-SEARCH = idf.CMAES(population_size=48, generations=25)
+SEARCH = idf.CMAES(population_size=32, generations=20)
 
 
 @pytest.mark.parametrize("kind, seed", [("calibration", 1001), ("recovery", 1002)])
