@@ -416,3 +416,26 @@ def test_a_value_on_a_bound_to_round_off_is_not_outside_it():
     result = idf.FitResult.from_problem(problem, z)
     assert result.parameters["a"] != 1e13  # round-off above the bound
     assert result.outside_bounds == [] and result.at_bounds == {"a": "upper"}
+
+
+def test_saved_srs_plots_are_in_the_requested_unit(tmp_path, monkeypatch):
+    """FitResult.save(srs_unit=("g", g)) plots measured and fitted spectra divided by g."""
+    import identification._results as results
+
+    measured = np.array([9.80665, 19.6133, 4.903325])
+    exp = idf.FunctionExperiment("drop", Linear(1.0, 0.0, 0.0), lambda m: m.a * jnp.ones(3),
+                                 measured)  # fmt: skip
+    space = idf.ParameterSpace([idf.Parameter("a", "a", 0.1, 100.0, 9.80665, "log")])
+    problem = idf.Problem(space, [exp])
+    result = idf.FitResult.from_problem(problem, np.asarray(problem.initial_z))
+    seen = {}
+
+    def spy(freqs, curves, *, units_label, reference, **kwargs):
+        seen.update(units=units_label, fitted=curves["fitted"], measured=reference[1])
+        return tmp_path / "x.png"
+
+    monkeypatch.setattr(results, "plot_srs", spy)
+    result.save(tmp_path, srs_unit=("g", 9.80665))
+    assert seen["units"] == "g"
+    np.testing.assert_allclose(seen["measured"], [1.0, 2.0, 0.5], rtol=1e-15)
+    np.testing.assert_allclose(seen["fitted"], [1.0, 1.0, 1.0], rtol=1e-12)
