@@ -11,6 +11,7 @@ rate and SRS), with 1 % multiplicative noise. Used by ``tests/test_identificatio
 
 from __future__ import annotations
 
+import diffrax
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -80,7 +81,7 @@ def problem(data: dict[str, np.ndarray], start: dict[str, float]) -> idf.Problem
     )  # fmt: skip
     experiments = [
         idf.SRSExperiment(name, model, "equipment_acceleration", ts, FREQS, data[name],
-                          simulate_kwargs={"adjoint": __import__("diffrax").ForwardMode()})
+                          simulate_kwargs={"adjoint": diffrax.ForwardMode()})
         for name, model in _models().items()
     ]  # fmt: skip
     return idf.Problem(space, experiments)
