@@ -51,7 +51,7 @@ def test_nuts_posterior_matches_the_student_t_closed_form(fitted, tmp_path):
     # The sampler targets m_eff = m / inflation observations: the closed form with that count.
     nu_eff = X.size / inflation - 2
     scale_eff = scale * np.sqrt(nu / nu_eff)
-    post = sample_posterior(problem, result, num_samples=600, num_warmup=200, progress=False)
+    post = sample_posterior(problem, result, num_samples=500, num_warmup=150, progress=False)
     assert post.divergences == 0 and 0.6 < post.acceptance < 0.99
     for i, name in enumerate(("a", "b")):
         lo, med, hi = post.intervals[name]
@@ -66,10 +66,10 @@ def test_nuts_posterior_matches_the_student_t_closed_form(fitted, tmp_path):
 
 def test_resumed_chain_equals_the_uninterrupted_one(fitted, tmp_path):
     problem, _, result = fitted
-    settings = dict(num_warmup=100, chunk=50, seed=2, progress=False)
-    whole = sample_posterior(problem, result, num_samples=150, **settings)
+    settings = dict(num_warmup=60, chunk=40, seed=2, progress=False)
+    whole = sample_posterior(problem, result, num_samples=80, **settings)
     path = tmp_path / "chain.npz"
-    sample_posterior(problem, result, num_samples=50, checkpoint=path, **settings)
-    resumed = sample_posterior(problem, result, num_samples=150, checkpoint=path, resume=True,
+    sample_posterior(problem, result, num_samples=40, checkpoint=path, **settings)
+    resumed = sample_posterior(problem, result, num_samples=80, checkpoint=path, resume=True,
                                **settings)  # fmt: skip
     np.testing.assert_array_equal(resumed.z_samples, whole.z_samples)
