@@ -104,8 +104,8 @@ name = "zeta_channel"
 lower = 0.005
 upper = 0.3
 [fit]
-population = 16
-generations = 8
+population = 8
+generations = 6
 refine = 1
 max_iterations = 8
 checkpoint_every = 1
@@ -165,7 +165,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     assert checkpoint.exists(), "the fit wrote no checkpoint before it was killed"
     with np.load(checkpoint) as data:
         done = json.loads(str(data["meta"]))["generation"]
-    assert done < 8, "the kill came too late to interrupt the global stage"
+    assert done < 6, "the kill came too late to interrupt the global stage"
 
     resumed = run_fit_job(job, out, resume=True, progress=False)
     assert resumed.iterations == whole.iterations
@@ -176,7 +176,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
 
 def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
     text = (FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04")
-            .replace("population = 16\ngenerations = 8\nrefine = 1\n",
+            .replace("population = 8\ngenerations = 6\nrefine = 1\n",
                      'global = "none"\nprofiles = ["k_channel"]\nposterior = "nuts"\n'
                      "posterior_samples = 20\nposterior_warmup = 60\n"))  # fmt: skip
     assert 'global = "none"' in text  # the edits above applied
@@ -222,7 +222,7 @@ def test_a_measured_record_is_fitted_jointly_with_its_srs(tmp_path):
     (its per-test parameters too), weighted to count as much as the SRS."""
     record = (ROOT / "data" / "mwsm" / "test_2ft_accel.csv").as_posix()
     text = (FIT_JOB.replace('srs = "{srs}"', f'srs = "{{srs}}"\nhistory = "{record}"')
-            .replace("population = 16\ngenerations = 8\nrefine = 1\n", 'global = "none"\n')
+            .replace("population = 8\ngenerations = 6\nrefine = 1\n", 'global = "none"\n')
             .replace("max_iterations = 8", "max_iterations = 4")
             + '[[parameters]]\nname = "chi_impact"\npath = "impact.damping"\nlower = 0.02\n'
               "upper = 2.0\nper_experiment = true\n")  # fmt: skip
