@@ -4,7 +4,6 @@ as a Python loop of compiled iterations, with progress, checkpoints and resume.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 from jaxtyping import ArrayLike
 from tqdm.auto import tqdm
 
-from diffmbs.io import atomic_write
+from identification._checkpoint import load_npz, save_npz
 from identification._fitters import REASONS, AbstractFitter, LevenbergMarquardt
 from identification._problem import Problem
 from identification._results import FitResult
@@ -30,50 +29,35 @@ def _fitter_id(fitter: AbstractFitter) -> str:
 
 def _save_checkpoint(path: Path, fitter, problem, state, z0, history, iteration) -> None:
     dynamic, _ = eqx.partition(state, eqx.is_array)
-    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(dynamic)]
     meta = {
         "format": "identification.fit checkpoint v1",
         "fitter": _fitter_id(fitter),
         "parameters": list(problem.space.names),
         "experiments": list(problem.experiment_names),
         "iteration": int(iteration),
-        "n_leaves": len(leaves),
     }
-    arrays = {f"leaf_{i}": x for i, x in enumerate(leaves)}
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "xb") as f:
-            np.savez(
-                f,
-                meta=np.array(json.dumps(meta)),
-                z0=np.asarray(z0),
-                history=np.asarray(history, dtype=np.float64),
-                **arrays,
-            )
-
-    atomic_write(path, write)
+    save_npz(path, meta, dynamic, z0=np.asarray(z0),
+             history=np.asarray(history, dtype=np.float64))  # fmt: skip
 
 
 def _load_checkpoint(path: Path, fitter, problem, z0_template):
-    with np.load(path) as data:
-        meta = json.loads(str(data["meta"]))
-        if meta.get("parameters") != list(problem.space.names):
-            raise ValueError(
-                f"checkpoint {path}: parameters {meta.get('parameters')} differ from the "
-                f"problem's {list(problem.space.names)}"
-            )
-        if meta.get("experiments") != list(problem.experiment_names):
-            raise ValueError(
-                f"checkpoint {path}: experiments {meta.get('experiments')} differ from the "
-                f"problem's {list(problem.experiment_names)}"
-            )
-        if meta.get("fitter") != _fitter_id(fitter):
-            raise ValueError(
-                f"checkpoint {path} was written by {meta.get('fitter')}, not {_fitter_id(fitter)}"
-            )
-        leaves = [data[f"leaf_{i}"] for i in range(meta["n_leaves"])]
-        z0 = data["z0"]
-        history = [float(x) for x in data["history"]]
+    meta, leaves, named = load_npz(path)
+    if meta.get("parameters") != list(problem.space.names):
+        raise ValueError(
+            f"checkpoint {path}: parameters {meta.get('parameters')} differ from the "
+            f"problem's {list(problem.space.names)}"
+        )
+    if meta.get("experiments") != list(problem.experiment_names):
+        raise ValueError(
+            f"checkpoint {path}: experiments {meta.get('experiments')} differ from the "
+            f"problem's {list(problem.experiment_names)}"
+        )
+    if meta.get("fitter") != _fitter_id(fitter):
+        raise ValueError(
+            f"checkpoint {path} was written by {meta.get('fitter')}, not {_fitter_id(fitter)}"
+        )
+    z0 = named["z0"]
+    history = [float(x) for x in named["history"]]
     # The template's structure (and its non-array parts) from a fresh init at z0: one model
     # evaluation, through the same compiled kernel the result needs anyway.
     template = fitter.init(problem, jnp.asarray(z0))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import abc
 import functools
-import json
 import math
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,7 +37,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 from tqdm.auto import tqdm
 
-from diffmbs.io import atomic_write
+from identification._checkpoint import load_npz, save_npz
 from identification._fit import fit
 from identification._fitters import AbstractFitter, LevenbergMarquardt
 from identification._problem import Problem
@@ -154,32 +153,18 @@ def _distinct_best(u: np.ndarray, losses: np.ndarray, k: int, min_distance: floa
     return np.array(chosen, dtype=int)
 
 
-def _save_search(path: Path, meta: dict, state: Any, key: Array, arrays: dict) -> None:
-    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
-    payload = {f"leaf_{i}": x for i, x in enumerate(leaves)}
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "xb") as f:
-            np.savez(f, meta=np.array(json.dumps(meta)), key=np.asarray(jax.random.key_data(key)),
-                     **arrays, **payload)  # fmt: skip
-
-    atomic_write(path, write)
-
-
 def _load_search(path: Path, meta: dict, template: Any):
-    with np.load(path) as data:
-        saved = json.loads(str(data["meta"]))
-        for field in ("format", "strategy", "parameters", "experiments", "seed"):
-            if saved.get(field) != meta[field]:
-                raise ValueError(
-                    f"checkpoint {path}: {field} {saved.get(field)!r} differs from this run's "
-                    f"{meta[field]!r}"
-                )
-        treedef = jax.tree_util.tree_structure(template)
-        leaves = [jnp.asarray(data[f"leaf_{i}"]) for i in range(treedef.num_leaves)]
-        key = jax.random.wrap_key_data(jnp.asarray(data["key"]))
-        arrays = {k: np.array(data[k]) for k in ("archive_u", "archive_loss", "best_history")}
-    return jax.tree_util.tree_unflatten(treedef, leaves), key, arrays, int(saved["generation"])
+    saved, leaves, arrays = load_npz(path)
+    for field in ("format", "strategy", "parameters", "experiments", "seed"):
+        if saved.get(field) != meta[field]:
+            raise ValueError(
+                f"checkpoint {path}: {field} {saved.get(field)!r} differs from this run's "
+                f"{meta[field]!r}"
+            )
+    treedef = jax.tree_util.tree_structure(template)
+    state = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(x) for x in leaves])
+    key = jax.random.wrap_key_data(jnp.asarray(arrays.pop("key")))
+    return state, key, arrays, int(saved["generation"])
 
 
 def global_search(
@@ -253,9 +238,9 @@ def global_search(
             bar.update(1)
             bar.set_postfix(best=f"{history[-1]:.4g}")
             if path is not None:
-                arrays = {"archive_u": archive_u, "archive_loss": archive_loss,
-                          "best_history": np.asarray(history)}  # fmt: skip
-                _save_search(path, {**meta, "generation": generation}, state, key, arrays)
+                save_npz(path, {**meta, "generation": generation}, state,
+                         key=jax.random.key_data(key), archive_u=archive_u,
+                         archive_loss=archive_loss, best_history=np.asarray(history))  # fmt: skip
     finally:
         bar.close()
     best = _distinct_best(archive_u, archive_loss, n_best, min_distance)

@@ -26,7 +26,6 @@ it installs light (jax, numpy, tqdm, multipledispatch).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from diffmbs.io import atomic_write
+from identification._checkpoint import load_npz, save_npz
 from identification._problem import Problem
 from identification._results import FitResult
 
@@ -84,18 +84,6 @@ class Posterior:
         }
 
 
-def _save_chain(path: Path, meta: dict, state, z_samples, diverging, accept) -> None:
-    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
-    arrays = {f"leaf_{i}": x for i, x in enumerate(leaves)}
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "xb") as f:
-            np.savez(f, meta=np.array(json.dumps(meta)), z_samples=z_samples,
-                     diverging=diverging, accept=accept, **arrays)  # fmt: skip
-
-    atomic_write(path, write)
-
-
 def sample_posterior(
     problem: Problem,
     result: FitResult,
@@ -136,18 +124,18 @@ def sample_posterior(
     diverging = np.empty(0, dtype=bool)
     accept = np.empty(0)
     if resume and path is not None and path.exists():
-        with np.load(path) as data:
-            saved = json.loads(str(data["meta"]))
-            for key in ("parameters", "experiments", "settings"):
-                if saved[key] != meta[key]:
-                    raise ValueError(
-                        f"checkpoint {path}: {key} {saved[key]} differ from this run's {meta[key]}"
-                    )
-            template = kernel.init(jax.random.PRNGKey(seed), num_warmup, z_hat, (), {})
-            treedef = jax.tree_util.tree_structure(template)
-            leaves = [jnp.asarray(data[f"leaf_{i}"]) for i in range(treedef.num_leaves)]
-            mcmc.post_warmup_state = jax.tree_util.tree_unflatten(treedef, leaves)
-            drawn, diverging, accept = data["z_samples"], data["diverging"], data["accept"]
+        saved, leaves, named = load_npz(path)
+        for key in ("parameters", "experiments", "settings"):
+            if saved[key] != meta[key]:
+                raise ValueError(
+                    f"checkpoint {path}: {key} {saved[key]} differ from this run's {meta[key]}"
+                )
+        template = kernel.init(jax.random.PRNGKey(seed), num_warmup, z_hat, (), {})
+        treedef = jax.tree_util.tree_structure(template)
+        mcmc.post_warmup_state = jax.tree_util.tree_unflatten(
+            treedef, [jnp.asarray(x) for x in leaves]
+        )
+        drawn, diverging, accept = named["z_samples"], named["diverging"], named["accept"]
     fields = ("diverging", "accept_prob")
     # Raw uint32 keys (jax.random.PRNGKey), so that the chain's state saves as plain arrays.
     while len(drawn) < num_samples:
@@ -161,7 +149,8 @@ def sample_posterior(
         diverging = np.concatenate([diverging, np.asarray(extra["diverging"])])
         accept = np.concatenate([accept, np.asarray(extra["accept_prob"])])
         if path is not None:
-            _save_chain(path, meta, mcmc.last_state, drawn, diverging, accept)
+            save_npz(path, meta, mcmc.last_state, z_samples=drawn, diverging=diverging,
+                     accept=accept)
     drawn, diverging, accept = drawn[:num_samples], diverging[:num_samples], accept[:num_samples]
     values = np.asarray(problem.space.from_unconstrained(jnp.asarray(drawn)))
     names = list(problem.space.names)
