@@ -9,10 +9,19 @@ root to the spring rate by central differences.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.optimize
 from multibody_models import G
 
 import diffmbs.multibody as mb
+from diffmbs.flex import (
+    BeamModel,
+    EulerBernoulli,
+    FixedInterfaceModes,
+    Material,
+    RectangularSection,
+    modal_data,
+)
 from diffmbs.system import accelerations
 
 # --------------------------------------------------------------------------- hanging mass
@@ -125,3 +134,39 @@ def test_hinged_bar_equilibrium_sensitivity_by_implicit_differentiation():
     dtheta = (bar_elevation_by_hand(K_BAR + h) - bar_elevation_by_hand(K_BAR - h)) / (2 * h)
     theta = bar_elevation_by_hand(K_BAR)
     np.testing.assert_allclose(grad, BAR["length"] / 2 * np.cos(theta) * dtheta, rtol=1e-7)
+
+
+def test_held_pendulum_and_sagging_modal_cantilever():
+    """``hold``: a pendulum held (an extra constraint, not a joint of the model) at 30° below the
+    horizontal beside a modal body: a steel cantilever (Euler–Bernoulli, root welded to the
+    ground, 8 fixed-interface modes) that sags at its tip by ρAgL⁴/8EI."""
+    b = mb.ModelBuilder(gravity=(0.0, 0.0, -G))
+    b.add_body(mb.RigidBody.point_mass("bob", 2.0, position=(1.0, 0.0, 0.0)))
+    b.add_joint("pin", mb.Revolute("ground", mb.Frame.from_axis((0, 0, 0), (0, 1, 0)), "bob",
+                                   mb.Frame.from_axis((-1.0, 0, 0), (0, 1, 0))))  # fmt: skip
+    length, n = 1.0, 20
+    nodes = np.stack([np.linspace(0, length, n + 1), np.zeros(n + 1), np.zeros(n + 1)], axis=1)
+    section, steel = RectangularSection(0.02, 0.01), Material.steel()
+    beam = BeamModel(nodes, np.stack([np.arange(n), np.arange(1, n + 1)], axis=1), section,
+                     steel, theory=EulerBernoulli())  # fmt: skip
+    fe = beam.assemble()
+    data = modal_data(fe, FixedInterfaceModes(fe.dofs(0), n_modes=8)(fe))
+    b.add_body(mb.ModalBody("beam", data, position=(0.0, 1.0, 0.0)))
+    b.add_joint("weld", mb.Fixed("ground", (0.0, 1.0, 0.0), "beam", (0.0, 0.0, 0.0)))
+    b.add_sensor("tip", mb.PointPosition(mb.node("beam", n)))
+    model = b.build()
+    angle = np.radians(30.0)
+    swing = jnp.array([[np.cos(angle), 0.0, -np.sin(angle)]])
+
+    def hold(q):  # the bob's height on the 1 m arm: −sin 30°
+        return (q[model.q_slice("bob")][2:3] - swing[0, 2])
+
+    guess = model.initial_state()[0].at[model.q_slice("bob")].set(
+        jnp.concatenate([swing[0], jnp.array([1.0, 0.0, 0.0, 0.0])]))  # fmt: skip
+    q = mb.static_equilibrium(model, guess, hold=hold)
+    np.testing.assert_allclose(q[model.q_slice("bob")][:3], swing[0], atol=1e-9)
+    props = section.properties()
+    sag = float(steel.rho * props.area) * G * length**4 / (8 * float(steel.E * props.iy))
+    tip = model.sensors(0.0, q, jnp.zeros(model.initial_state()[1].shape),
+                        jnp.zeros(model.initial_state()[1].shape))["tip"]  # fmt: skip
+    assert float(-tip[2]) == pytest.approx(sag, rel=2e-3)

@@ -375,3 +375,36 @@ def test_derivatives_stay_finite_at_degenerate_geometry():
         jac = jax.jit(jax.jacfwd(load))(jnp.zeros(3))
         assert np.all(np.isfinite(np.asarray(jac)))
         assert np.all(np.isfinite(np.asarray(jax.jit(load)(jnp.zeros(3)))))
+
+
+def test_points_against_a_plane_act_as_separate_point_contacts():
+    """``PointsPlane`` (four corners of a tilted, spinning plate on a tilted ground plane, two of
+    them penetrating) gives the generalized forces, element outputs and potential energy of four
+    ``PointPlane`` elements with the same parameters."""
+    corners = np.array([[x, y, -0.05] for x in (-0.4, 0.4) for y in (-0.3, 0.3)])
+    normal = np.array([0.05, -0.1, 1.0])
+    orientation = matrix_to_quat(jnp.asarray(Rotation.from_rotvec([0.02, -0.03, 0.1]).as_matrix()))
+    law = dict(stiffness=2e9, damping=0.4, smoothing=1e-5)
+
+    def build(split: bool):
+        b = mb.ModelBuilder()
+        b.add_body(mb.RigidBody("plate", mass=50.0, inertia=[2.0, 3.0, 4.0],
+                                position=(0.0, 0.0, 0.0502), orientation=orientation,
+                                velocity=(0.1, -0.2, -0.5), angular_velocity=(0.3, -0.2, 0.7)))
+        if split:
+            for k, c in enumerate(corners):
+                b.add_force(f"c{k}", mb.PointPlane("plate", c, "ground", (0, 0, 0), normal, **law))
+        else:
+            b.add_force("c", mb.PointsPlane("plate", corners, "ground", (0, 0, 0), normal, **law))
+        return b.build()  # fmt: skip
+
+    one, four = build(False), build(True)
+    q, v = one.initial_state()
+    np.testing.assert_allclose(one.forces(0.0, q, v), four.forces(0.0, q, v), rtol=1e-12,
+                               atol=1e-9)  # fmt: skip
+    outputs = one.element_output("c", 0.0, q, v)
+    separate = np.array([four.element_output(f"c{k}", 0.0, q, v) for k in range(4)])
+    np.testing.assert_allclose(outputs, separate, rtol=1e-12)
+    assert np.sum(separate > 1.0) == 2  # two corners in contact, two clear
+    np.testing.assert_allclose(one.potential_energy(0.0, q), four.potential_energy(0.0, q),
+                               rtol=1e-12)  # fmt: skip

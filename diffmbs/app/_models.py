@@ -3,7 +3,8 @@
 A job file's ``[model] name`` is found, in this order,
 
 1. among :data:`MODELS`: the lumped shock-machine models (their ``from_machine`` options, in lb
-   and ft as the machine's drawings give them) and ``"multibody"``, a model described in a
+   and ft as the machine's drawings give them), the 3-D machine ``"mwsm3d"``
+   (:func:`diffmbs.models.mwsm3d.mwsm3d`) and ``"multibody"``, a model described in a
    TOML file (:func:`diffmbs.multibody.model_from_toml`; ``description = "model.toml"``,
    relative to the job file, and ``coordinates = "full"`` or ``"joint"``);
 2. among the installed packages' entry points of the group ``"diffmbs.models"`` (a package
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from diffmbs.models import LumpedContactModel, TwoDofBedModel, WelchSaundersModel
+from diffmbs.models.mwsm3d import mwsm3d
 from diffmbs.multibody import in_joint_coordinates, model_from_toml
 from diffmbs.parameters import ParameterError
 from diffmbs.system import MechanicalSystem
@@ -75,6 +77,7 @@ MODELS: dict[str, ModelSource] = {
     "lumped_contact": ModelSource(LumpedContactModel.from_machine),
     "two_dof_bed": ModelSource(TwoDofBedModel.from_machine),
     "welch_saunders": ModelSource(WelchSaundersModel.from_machine),
+    "mwsm3d": ModelSource(mwsm3d),
     "multibody": ModelSource(multibody_from_file, frozenset({"description"})),
 }
 """Models known to every job file by name (see the module docstring for the other two ways)."""

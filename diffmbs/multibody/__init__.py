@@ -21,7 +21,7 @@ from diffmbs.multibody._assembly import (
     static_equilibrium,
 )
 from diffmbs.multibody._bodies import GROUND, POINT_MASS_RADIUS, BodyKinematics, Frame, RigidBody
-from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
+from diffmbs.multibody._contact import PointPlane, PointsPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._description import model_from_dict, model_from_toml
 from diffmbs.multibody._forces import (
     AbstractForceElement,
@@ -103,6 +103,7 @@ __all__ = [
     "Planar",
     "PointAcceleration",
     "PointPlane",
+    "PointsPlane",
     "PointPosition",
     "PointVelocity",
     "PotentialEnergy",

@@ -19,7 +19,7 @@ Jacobians are the velocity-level ``Φ_v`` and the quaternions stay unit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import equinox as eqx
 import jax
@@ -375,49 +375,87 @@ def static_equilibrium(
     q: ArrayLike | None = None,
     t: float = 0.0,
     *,
+    hold: Callable[[Array], Array] | None = None,
     rtol: float = 1e-10,
     atol: float = 1e-12,
     max_steps: int = 64,
     throw: bool = True,
 ) -> Array:
-    """The configuration ``q`` (7n,) at rest under the applied loads, near the guess ``q``.
+    """The configuration ``q`` at rest under the applied loads, near the guess ``q``.
 
     Solves ``Q(t, q, 0) − Φ_vᵀ λ = 0`` and ``Φ(t, q) = 0`` for ``(dx, λ)`` with ``q = q_guess ⊕ dx``
     by Newton's method (``optimistix.Newton``, SVD solves). This augmented (coordinates and
     multipliers) form has the same solutions as the reduced equations in independent coordinates
     and needs no choice of independent coordinates; the SVD makes redundant constraints (a
-    non-unique λ) harmless. The guess defaults to the bodies' initial poses and should be
-    assembled or close. The result is differentiable with respect to the model's parameters
-    (implicit function theorem; the guess is a constant). ``throw=False`` returns the last
-    iterate instead of raising on failure. It finds an equilibrium, stable or not: start near
-    the one wanted.
+    non-unique λ) harmless. Modal bodies move by ``(Δr₀, Δθ̄, Δq_f)``. ``hold(q) -> (k,)``: extra
+    constraints that hold while the equilibrium is sought, with their own multipliers (a hammer
+    held raised, a load held by a hoist); they are not part of the model. The guess defaults to
+    the bodies' initial poses and should be assembled or close. The result is differentiable
+    with respect to the model's parameters (implicit function theorem; the guess is a
+    constant). ``throw=False`` returns the last iterate instead of raising on failure. It finds
+    an equilibrium, stable or not: start near the one wanted.
     """
-    q_ref = jax.lax.stop_gradient(
-        model.initial_state()[0] if q is None else jnp.asarray(q, dtype=float)
-    )
+    # The bodies' poses: MultibodyModel's own initial state, not a subclass's (which may be
+    # this very equilibrium).
+    poses = MultibodyModel.initial_state(model)
+    q_ref = jax.lax.stop_gradient(poses[0] if q is None else jnp.asarray(q, dtype=float))
     t = jnp.asarray(t, dtype=float)
-    n_c = jax.eval_shape(model.constraints, t, q_ref).shape[0]
+    n_v = poses[1].shape[0]
+    n_c = jax.eval_shape(lambda: _held_constraints(model, hold, t, q_ref)).shape[0]
+    # Constraint rows scaled to the stiffness of the forces, so the Newton matrix is balanced:
+    # a 1e8 N/m clamp beside unit constraint rows left 1e-6 m in the joints (SVD accuracy is
+    # relative to the largest singular value).
+    stiffness = jax.lax.stop_gradient(jnp.diagonal(jax.jacfwd(
+        lambda d: model.forces(t, retract_model(model, q_ref, d), jnp.zeros(n_v, q_ref.dtype))
+    )(jnp.zeros(n_v, q_ref.dtype))))  # fmt: skip
+    scale = jnp.maximum(1.0, jnp.max(jnp.abs(stiffness)))  # not differentiated
+    # Rows in units of the largest load, so `atol` (optimistix tests it in residual space)
+    # is relative to the loads: 1e-12 N is below round-off on a 40 t machine.
+    load = jax.lax.stop_gradient(jnp.maximum(1.0, jnp.max(jnp.abs(
+        model.forces(t, q_ref, jnp.zeros(n_v, q_ref.dtype))))))  # fmt: skip
     solver = optx.Newton(rtol=rtol, atol=atol, linear_solver=lx.SVD())
     sol = optx.root_find(
         _equilibrium_residual,
         solver,
-        jnp.zeros(6 * model.n_bodies + n_c, dtype=q_ref.dtype),
-        args=(model, q_ref, t),
+        jnp.zeros(n_v + n_c, dtype=q_ref.dtype),
+        args=(model, hold, q_ref, t, n_v, scale, load),
         max_steps=max_steps,
         adjoint=optx.ImplicitAdjoint(linear_solver=lx.SVD()),
         throw=throw,
     )
-    return retract(q_ref, sol.value[: 6 * model.n_bodies])
+    return retract_model(model, q_ref, sol.value[:n_v])
+
+
+def retract_model(model: MultibodyModel, q: Array, dx: Array) -> Array:
+    """:func:`retract` for every body of ``model``: rigid bodies as there, then each modal body
+    by ``(Δr₀ world, Δθ̄ body, Δq_f)``."""
+    n = model.n_bodies
+    rigid = retract(q[: 7 * n], dx[: 6 * n])
+    parts = [rigid]
+    for body in model.modal_bodies:
+        qs, vs = model.q_slice(body.name), model.v_slice(body.name)
+        qk, dk = q[qs], dx[vs]
+        frame = retract(qk[:7], dk[:6])
+        parts.append(jnp.concatenate([frame, qk[7:] + dk[6:]]))
+    return jnp.concatenate(parts)
+
+
+def _held_constraints(model, hold, t, q):
+    phi = model.constraints(t, q)
+    return phi if hold is None else jnp.concatenate([phi, hold(q)])
 
 
 def _equilibrium_residual(y: Array, args) -> Array:
-    """``(Q(t, q, 0) − Φ_vᵀ λ, Φ(t, q))`` at ``q = q_ref ⊕ dx`` for ``y = (dx, λ)``."""
-    model, q_ref, t = args
-    n_v = 6 * model.n_bodies
-    q = retract(q_ref, y[:n_v])
+    """``(Q(t, q, 0) − Φ_vᵀ λ, Φ(t, q))`` at ``q = q_ref ⊕ dx`` for ``y = (dx, λ)``; Φ includes
+    the held constraints, and Φ_v is its derivative along the retraction (the velocity
+    coordinates). Both the constraints and their multipliers are scaled by ``scale`` (N/m), and
+    every row is divided by ``load`` (N)."""
+    model, hold, q_ref, t, n_v, scale, load = args
+    q = retract_model(model, q_ref, y[:n_v])
     zero = jnp.zeros(n_v, dtype=q.dtype)
-    jac = constraint_jacobian(model, t, q, zero)
-    return jnp.concatenate([model.forces(t, q, zero) - jac.T @ y[n_v:], model.constraints(t, q)])
+    jac = jax.jacfwd(lambda d: _held_constraints(model, hold, t, retract_model(model, q, d)))(zero)
+    residual = model.forces(t, q, zero) - scale * (jac.T @ y[n_v:])
+    return jnp.concatenate([residual, scale * _held_constraints(model, hold, t, q)]) / load
 
 
 def project(

@@ -13,6 +13,9 @@ Geometry (body-frame points and directions, metres):
   ``plane_point`` with outward unit normal ``plane_normal`` on body j; ``δ = radius − h``, h the
   height of the centre above the plane;
 * :class:`PointPlane`: the same with a point (radius 0);
+* :class:`PointsPlane`: several points of body i against one plane of body j, each with the
+  law and parameters of the element (the four lower stops of a table: one set of parameters
+  for fits, one element in the model);
 * :class:`SphereSphere`: ``δ = r_i + r_j − |c_j − c_i|`` (the distance is guarded at zero).
 
 The normal force acts along the normal at the contact point (the centre's projection on the
@@ -26,6 +29,7 @@ import abc
 from typing import ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -43,7 +47,7 @@ from diffmbs.multibody._forces import AbstractForceElement, Wrench, pair_wrench
 from diffmbs.parameters import check_physical_value
 from diffmbs.rotations import safe_norm
 
-__all__ = ["PointPlane", "SpherePlane", "SphereSphere"]
+__all__ = ["PointPlane", "PointsPlane", "SpherePlane", "SphereSphere"]
 
 
 def as_unit_vector(x) -> Array:
@@ -127,6 +131,44 @@ class PointPlane(_AbstractContact):
 
     def contact(self, ki, kj):
         return _plane_contact(self, ki, self.point, jnp.zeros(()), kj)
+
+
+class PointsPlane(AbstractForceElement, AbstractHuntCrossley):
+    """Points ``points`` ((n, 3), body i's frame) against one plane on body j (as
+    :class:`PointPlane`, each point with the element's law and parameters). The loads are
+    reduced to the plane point (a force and a couple, equal and opposite on the two bodies).
+    Output: the normal force at each point (n,) N."""
+
+    body_i: str = eqx.field(static=True)
+    points: Array = eqx.field(converter=as_float_array)
+    body_j: str = eqx.field(static=True)
+    plane_point: Array = eqx.field(converter=as_vector3)
+    plane_normal: Array = eqx.field(converter=as_unit_vector)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def __check_init__(self):
+        if jnp.ndim(self.points) != 2 or jnp.shape(self.points)[-1] != 3:
+            raise ValueError(f"PointsPlane.points: expected shape (n, 3), got "
+                             f"{jnp.shape(self.points)}")  # fmt: skip
+
+    def _each(self, ki, kj):
+        """``(F (n,), δ (n,), −normal (3,), contact points (n, 3))``."""
+        one = lambda p: _plane_contact(self, ki, p, jnp.zeros(()), kj)  # noqa: E731
+        return jax.vmap(one)(self.points)
+
+    def output(self, t, ki, kj):
+        return self._each(ki, kj)[0]
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        force, _, direction, points = self._each(ki, kj)
+        origin = kj.point(self.plane_point)
+        forces = force[:, None] * direction
+        torque = jnp.sum(jnp.cross(points - origin, forces), axis=0)
+        return pair_wrench(jnp.sum(forces, axis=0), origin, torque)
+
+    def potential_energy(self, t, ki, kj):
+        return jnp.sum(self.contact_energy(self._each(ki, kj)[1]))
 
 
 class SphereSphere(_AbstractContact):
