@@ -34,7 +34,8 @@ A test starts (:meth:`ShockMachine3D.initial_state`) from static equilibrium wit
 held at its release angle (``start="release"``: the study's 1.394 s of fall, then the impact),
 or held ``gap`` below the anvil with the speed the fall gives it (``start="impact"``: the same
 blow without simulating the fall, for fits). Dimensions, masses and their sources:
-:mod:`diffmbs.models._mwsm3d_parts`.
+:mod:`diffmbs.models._mwsm3d_parts`. Pictures: :func:`draw_machine` (one state, PNG) and
+:func:`animate_blow` (a GIF of a run).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from jaxtyping import Array
 import diffmbs.multibody as mb
 from diffmbs.contact import damping_from_restitution
 from diffmbs.flex import ModalDampingRatios
+from diffmbs.models._mwsm3d_draw import animate_blow, draw_machine
 from diffmbs.models._mwsm3d_parts import Geometry, channel_modal_data, equipment_beam_modal_data
 from diffmbs.models.mwsm import (
     CHANNEL_HZ,
@@ -67,7 +69,7 @@ from diffmbs.models.mwsm import (
 )
 from diffmbs.rotations import quat_from_rotation_vector, quat_to_matrix
 
-__all__ = ["CHANNELS", "ShockMachine3D", "mwsm3d"]
+__all__ = ["CHANNELS", "ShockMachine3D", "animate_blow", "draw_machine", "mwsm3d"]
 
 CHANNELS = (("A_carbuilding", "MC6x12", -1, -1), ("A_standard", "C6x8.2", -1, 1),
             ("B_carbuilding", "MC6x12", 1, -1), ("B_standard", "C6x8.2", 1, 1))  # fmt: skip
