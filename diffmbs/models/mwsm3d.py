@@ -27,6 +27,7 @@ Sensors: ``equipment_acceleration`` (3,) at the centre of the block's top face, 
 accelerometer's reading (m/s², 0 at rest: gravity removed as a seismic accelerometer does);
 ``anvil_acceleration`` (3,) likewise at the centre of the anvil's top; ``hammer_velocity`` (3,)
 of the head (m/s); ``impact_force`` (N); ``lower_stop_forces`` and ``upper_stop_forces`` (4,) N;
+``bed_spring_load`` (6,) the bed springs' force (N) and couple on the bed, world axes;
 ``energy`` (J, kinetic plus potential); with the flexible equipment ``beam_tip_acceleration``
 (3,) at the longer cantilever's tip.
 
@@ -281,6 +282,7 @@ def mwsm3d(
     b.add_sensor("impact_force", mb.ElementForce("impact"))
     b.add_sensor("lower_stop_forces", mb.ElementForce("lower_stops"))
     b.add_sensor("upper_stop_forces", mb.ElementForce("upper_stops"))
+    b.add_sensor("bed_spring_load", mb.ElementForce("bed_springs"))
     b.add_sensor("energy", mb.MechanicalEnergy())
     model = b.build()
     fields = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}
