@@ -50,6 +50,19 @@ def _stdout(nb) -> str:
     return "".join(chunks)
 
 
+def _quick_summary(path: Path) -> dict:
+    """Run the notebook in quick mode; its last cell prints one ``NOTEBOOK_SUMMARY`` JSON."""
+    env = {
+        "DIFFMBS_NOTEBOOK_QUICK": "1",
+        "MPLBACKEND": "Agg",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    nb = _execute(path, env)
+    lines = [line for line in _stdout(nb).splitlines() if line.startswith("NOTEBOOK_SUMMARY ")]
+    assert len(lines) == 1, "the last cell prints one NOTEBOOK_SUMMARY line"
+    return json.loads(lines[0].removeprefix("NOTEBOOK_SUMMARY "))
+
+
 def test_notebooks_are_committed_without_outputs():
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
@@ -63,15 +76,7 @@ def test_notebooks_are_committed_without_outputs():
 @pytest.mark.skipif(sys.platform == "win32", reason="kernel start-up is slow and flaky there")
 def test_lumped_mwsm_identification_notebook_runs_and_fits():
     path = NOTEBOOKS / "01_lumped_mwsm_identification.ipynb"
-    env = {
-        "DIFFMBS_NOTEBOOK_QUICK": "1",
-        "MPLBACKEND": "Agg",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    nb = _execute(path, env)
-    lines = [line for line in _stdout(nb).splitlines() if line.startswith("NOTEBOOK_SUMMARY ")]
-    assert len(lines) == 1, "the last cell prints one NOTEBOOK_SUMMARY line"
-    summary = json.loads(lines[0].removeprefix("NOTEBOOK_SUMMARY "))
+    summary = _quick_summary(path)
     assert summary["quick"] is True
     assert 1 <= summary["iterations"] <= 3
     assert summary["final_loss"] < summary["initial_loss"]
@@ -84,15 +89,7 @@ def test_lumped_mwsm_identification_notebook_runs_and_fits():
 def test_mwsm_3d_notebook_builds_simulates_and_draws():
     """Quick mode: the channels lumped, the run from just before the blow."""
     path = NOTEBOOKS / "02_mwsm_3d.ipynb"
-    env = {
-        "DIFFMBS_NOTEBOOK_QUICK": "1",
-        "MPLBACKEND": "Agg",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    nb = _execute(path, env)
-    lines = [line for line in _stdout(nb).splitlines() if line.startswith("NOTEBOOK_SUMMARY ")]
-    assert len(lines) == 1, "the last cell prints one NOTEBOOK_SUMMARY line"
-    summary = json.loads(lines[0].removeprefix("NOTEBOOK_SUMMARY "))
+    summary = _quick_summary(path)
     assert summary["quick"] is True and summary["n_q"] == 28
     # the hammer starts 1 mm below the anvil at sqrt(2 g h) for 2 ft: 3.46 m/s
     assert summary["hammer_speed_m_s"] == pytest.approx((2 * 9.80665 * 0.6096) ** 0.5, rel=0.01)
