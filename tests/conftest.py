@@ -5,9 +5,3 @@ import diffmbs
 
 diffmbs.configure()
 
-
-def pytest_collection_modifyitems(config, items):
-    """Tests of an ``xdist_group`` (the programs they share make each group one long unit of
-    work under ``--dist loadgroup``) first, the rest in their order: long units scheduled last
-    left one worker running them alone at the end of ``make test``."""
-    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)

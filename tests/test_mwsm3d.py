@@ -8,8 +8,8 @@ set of four hand-written equations) for the vertical response; the momentum bala
 whole machine through the blow (external forces: gravity and the bed springs only).
 
 Simulations use the channels lumped into one spring (``channels="lumped"``: 28 coordinates), so
-the compiled programs are small and shared between the tests (``functools.cache``, one xdist
-group).
+the compiled programs are small; the three tests of ``lumped_channel_run`` share them
+(``functools.cache``, one xdist group), the others run anywhere.
 """
 
 import functools
@@ -35,7 +35,7 @@ from diffmbs.models._mwsm3d_parts import (
 from diffmbs.models.mwsm3d import mwsm3d
 from diffmbs.srs import shock_response_spectrum
 
-pytestmark = pytest.mark.xdist_group("mwsm3d")
+LUMPED_RUNS = pytest.mark.xdist_group("mwsm3d_lumped_runs")  # share lumped_channel_run's programs
 TS = np.linspace(0.0, 0.15, 1501)  # 10 kHz; the release runs use the same count of samples
 
 
@@ -140,6 +140,7 @@ def pendulum_fall_time(drop: float) -> float:
     return quad(lambda phi: 1.0 / rate(phi), 0.0, start, limit=200)[0]
 
 
+@LUMPED_RUNS
 def test_hammer_falls_in_the_pendulum_time_at_the_energy_balance_speed():
     """Released from 2 ft with the bed springs undamped: energy is conserved through the fall,
     the blow comes at the fall time of the pendulum on a fixed pivot, at the speed its energy
@@ -160,6 +161,7 @@ def test_hammer_falls_in_the_pendulum_time_at_the_energy_balance_speed():
     assert speed == pytest.approx(balance, rel=1e-2)
 
 
+@LUMPED_RUNS
 def test_vertical_reduction_matches_the_lumped_contact_model():
     """A centred blow, channels lumped into the lumped model's 60 Hz spring: the 3-D machine
     moves vertically and its equipment SRS is the lumped model's within 1 dB over 10–2000 Hz
@@ -180,6 +182,7 @@ def test_vertical_reduction_matches_the_lumped_contact_model():
     assert np.max(np.abs(blow[:, :2])) < 1e-3 * np.max(np.abs(blow[:, 2]))
 
 
+@LUMPED_RUNS
 def test_momentum_through_the_blow_follows_the_external_forces():
     """The machine's vertical momentum changes only by gravity and the bed springs' force on the
     bed (the impact, stops, bolts and channels are internal pairs), sample by sample."""
