@@ -178,20 +178,20 @@ def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
     text = (FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04")
             .replace("population = 8\ngenerations = 6\nrefine = 1\n",
                      'global = "none"\nprofiles = ["k_channel"]\nposterior = "nuts"\n'
-                     "posterior_samples = 12\nposterior_warmup = 40\n"))  # fmt: skip
+                     "posterior_samples = 8\nposterior_warmup = 24\n"))  # fmt: skip
     assert 'global = "none"' in text  # the edits above applied
     result = run_fit_job(write_job(tmp_path, text), tmp_path / "out", progress=False)
     report = json.loads((tmp_path / "out" / "result.json").read_text())
     profile = report["profiles"]["k_channel"]
     assert profile["lower"] < result.parameters["k_channel"] < profile["upper"]
     posterior = report["posterior"]
-    assert posterior["samples"] == 12 and set(posterior["intervals"]) == {"k_channel",
+    assert posterior["samples"] == 8 and set(posterior["intervals"]) == {"k_channel",
                                                                           "zeta_channel"}
     lo, median, hi = posterior["intervals"]["k_channel"]
     assert lo < median < hi
     samples = np.genfromtxt(tmp_path / "out" / "posterior_samples.csv", delimiter=",",
                             names=True)  # fmt: skip
-    assert len(samples) == 12 and np.all(samples["k_channel"] > 0)
+    assert len(samples) == 8 and np.all(samples["k_channel"] > 0)
     assert (tmp_path / "out" / "corner.png").stat().st_size > 5000
     assert "profile 95 % interval of k_channel: [" in result.summary()
 

@@ -98,9 +98,9 @@ class ShockMachine3D(mb.MultibodyModel):
         """``(q0, v0)``: at rest in static equilibrium, hammer held at :attr:`hold_angle`; then
         the hammer turning at :attr:`hammer_rate` about its pivot (the bed at rest).
         Differentiable in the parameters (implicit function theorem)."""
-        guess = super().initial_state()[0]
+        guess, v_built = super().initial_state()
         q0 = mb.static_equilibrium(self, guess, hold=jax.tree_util.Partial(_held_hammer, self))
-        v0 = jnp.zeros(jnp.shape(super().initial_state()[1]), dtype=q0.dtype)
+        v0 = jnp.zeros_like(v_built, dtype=q0.dtype)
         hammer = self.v_slice("hammer")
         # ω̄ about the body's y axis (the pivot axis, parallel to the bed's y at rest); the
         # centre of mass moves with ω × (r_G − pivot).
