@@ -250,7 +250,8 @@ def _gradient_objective(adjoint):
                        adjoint=adjoint)  # fmt: skip
         accel = sol.sensors["equipment_acceleration"][:, 2] / G
         spectrum = shock_response_spectrum(accel, dt, freqs, smooth=0.02)
-        return jnp.dot(weights, jnp.log(spectrum)), jnp.max(jnp.abs(accel))
+        # The peak is a diagnostic (aux): no tangent, so jnp.max is safe.
+        return jnp.dot(weights, jnp.log(spectrum)), jnp.max(jax.lax.stop_gradient(jnp.abs(accel)))
 
     return objective
 

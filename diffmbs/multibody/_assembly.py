@@ -408,7 +408,8 @@ def static_equilibrium(
     stiffness = jax.lax.stop_gradient(jnp.diagonal(jax.jacfwd(
         lambda d: model.forces(t, retract_model(model, q_ref, d), jnp.zeros(n_v, q_ref.dtype))
     )(jnp.zeros(n_v, q_ref.dtype))))  # fmt: skip
-    scale = jnp.maximum(1.0, jnp.max(jnp.abs(stiffness)))  # not differentiated
+    # Scales only (stop_gradient: no tangent to select), so jnp's max/maximum are safe here.
+    scale = jax.lax.stop_gradient(jnp.maximum(1.0, jnp.max(jnp.abs(stiffness))))
     # Rows in units of the largest load, so `atol` (optimistix tests it in residual space)
     # is relative to the loads: 1e-12 N is below round-off on a 40 t machine.
     load = jax.lax.stop_gradient(jnp.maximum(1.0, jnp.max(jnp.abs(
