@@ -23,8 +23,11 @@ from multibody_models import (
     pendulum,
     quat_about,
 )
+from test_gradient_crosschecks import FREE_BEAM
+from test_multibody_modal import CANTILEVER, TIP, L
 
 import diffmbs.multibody as mb
+from diffmbs.flex import ModalDampingRatios
 from diffmbs.integrate import simulate
 from diffmbs.rotations import quat_to_matrix
 from diffmbs.system import LeastSquaresKKT, accelerations, velocity_constraints
@@ -198,6 +201,85 @@ def test_four_bar_closed_by_one_constraint_follows_the_closed_form():
     q_max = np.asarray(jax.vmap(lambda q: jm.to_maximal(q)[0])(sol.q))
     c_sim, c_ref = four_bar_pins(theta, q_max[:, 7:10])  # coupler COM
     np.testing.assert_allclose(c_sim, c_ref, atol=1e-9)
+
+def _modal_tree():
+    """Modal bodies in every role: welded to a floating rigid body (its frame a tree child, as
+    the shock machine's channels), on a revolute to it, and floating, pinned to the ground at
+    one of its nodes (a joint on a node stays a constraint); a spring between nodes."""
+    b = mb.ModelBuilder(gravity=(0.3, -1.0, -9.81))
+    b.add_body(_body("base"))
+    b.add_body(mb.ModalBody("welded", CANTILEVER, damping=ModalDampingRatios(0.05)))
+    b.add_body(mb.ModalBody("hinged", CANTILEVER))
+    b.add_body(mb.ModalBody("loose", FREE_BEAM, position=(0.2, 0.1, -0.3)))
+    f = _random_frame
+    b.add_joint("weld", mb.Fixed("base", f(), "welded", mb.Frame((0.0, 0.0, 0.0))))
+    b.add_joint("hinge", mb.Revolute("base", f(), "hinged", mb.Frame((0.0, 0.0, 0.0))))
+    b.add_joint("pin", mb.Spherical("ground", f(), mb.node("loose", 0), mb.Frame((0, 0, 0))))
+    b.add_force("tie", mb.SpringDamper(mb.node("welded", TIP), (0, 0, 0), mb.node("loose", TIP),
+                                       (0, 0, 0), 300.0, 0.5, 0.4))  # fmt: skip
+    b.add_force("mount", mb.Bushing("ground", (0.0, 0.0, 0.0), "base", (0.0, 0.0, 0.0),
+                                    stiffness=(50.0,) * 3, damping=(0.2,) * 3,
+                                    rotational_stiffness=(5.0,) * 3))  # fmt: skip
+    b.add_sensor("energy", mb.MechanicalEnergy())
+    b.add_sensor("tip", mb.PointAcceleration(mb.node("hinged", TIP)))
+    return b.build()
+
+
+def test_modal_bodies_in_the_tree_equal_the_maximal_kkt_solution():
+    """Accelerations (deformation-dependent FFR mass, quadratic velocity forces, loads on nodes)
+    and sensors in joint coordinates equal the maximal-coordinate KKT solution at a random
+    state, the mass matrix is the kinetic energy's Hessian, and the state maps both ways."""
+    model = _modal_tree()
+    jm = mb.in_joint_coordinates(model)
+    assert set(jm.tree_joints) == {"hinge", "weld"} and jm.loop_joints == ("pin",)
+    assert jm.floating_bodies == ("base", "loose")
+    modes = 2 * CANTILEVER.n_modes + FREE_BEAM.n_modes
+    assert (jm.n_q, jm.n_v) == (1 + 0 + 7 + 7 + modes, 1 + 0 + 6 + 6 + modes)
+    assert jm.q_slice("loose.modes").stop - jm.q_slice("loose.modes").start == FREE_BEAM.n_modes
+    q = jm.normalize(jnp.asarray(RNG.normal(size=jm.n_q)) * 0.5)
+    for body in ("welded", "hinged", "loose"):  # deflections of a few cm
+        q = q.at[jm.q_slice(f"{body}.modes")].multiply(0.02)
+    v = jnp.asarray(RNG.normal(size=jm.n_v))
+
+    @jax.jit
+    def both(q, v):
+        vdot, _ = accelerations(jm, 0.3, q, v)
+        q_max, v_max, vdot_max = jm.to_maximal(q, v, vdot)
+        ref, lam_ref = accelerations(model, 0.3, q_max, v_max, kkt_solver=LeastSquaresKKT())
+        sensors = (jm.sensors(0.3, q, v, vdot), model.sensors(0.3, q_max, v_max, ref))
+        kinetic = lambda v_: model.kinetic_energy(jm.to_maximal(q, v_)[1], q_max)  # noqa: E731
+        return vdot_max, ref, sensors, jm.mass(q), jax.hessian(kinetic)(v), q_max, v_max
+
+    vdot_max, ref, (s_tree, s_full), mass, hessian, q_max, v_max = both(q, v)
+    scale = float(jnp.max(jnp.abs(ref)))
+    np.testing.assert_allclose(vdot_max, ref, rtol=1e-9, atol=1e-9 * scale)
+    np.testing.assert_allclose(s_tree["tip"], s_full["tip"], rtol=1e-8, atol=1e-8 * scale)
+    np.testing.assert_allclose(s_tree["energy"], s_full["energy"], rtol=1e-12)
+    np.testing.assert_allclose(mass, hessian, rtol=1e-11, atol=1e-11 * float(jnp.max(mass)))
+    back_q, back_v = jm.from_maximal(q_max, v_max)  # quaternions come back up to their sign
+    np.testing.assert_allclose(jm.to_maximal(back_q)[0], q_max, atol=1e-12)
+    np.testing.assert_allclose(back_v, v, atol=1e-11)
+
+
+def test_flexible_pendulum_in_joint_coordinates_conserves_energy():
+    """A cantilever's modal body on a revolute at its clamped end (its frame), swinging under
+    gravity through the bottom: 1 + 3 coordinates, no constraint, energy conserved."""
+    b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))
+    b.add_body(mb.ModalBody("beam", CANTILEVER))
+    b.add_joint("hinge", mb.Revolute("ground", mb.Frame.from_axis((0, 0, 0), (0, 1, 0)), "beam",
+                                     mb.Frame.from_axis((0, 0, 0), (0, 1, 0))))  # fmt: skip
+    b.add_sensor("energy", mb.MechanicalEnergy())
+    b.add_sensor("tip", mb.PointPosition(mb.node("beam", TIP)))
+    jm = mb.in_joint_coordinates(b.build())
+    assert (jm.n_q, jm.n_v, jm.loop_joints) == (1 + 3, 1 + 3, ())
+    q0, v0 = jm.initial_state()
+    sol = simulate(jm, q0, v0, jnp.linspace(0.0, 1.0, 101), rtol=1e-10, atol=1e-13)
+    energy = np.asarray(sol.sensors["energy"])
+    scale = float(CANTILEVER.invariants.mass) * 9.81 * L / 2
+    assert np.max(np.abs(energy - energy[0])) / scale < 1e-8
+    assert np.asarray(sol.sensors["tip"])[:, 2].min() < -0.9 * L  # it swung through the bottom
+    assert np.max(np.abs(sol.q[:, 1:])) > 1e-6  # and deformed
+
 
 def _wrap(a):
     return np.arctan2(np.sin(a), np.cos(a))

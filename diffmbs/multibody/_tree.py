@@ -36,7 +36,6 @@ Sensors, energies, reactions and parameters are the full model's (:meth:`to_maxi
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -49,6 +48,7 @@ from jaxtyping import Array, ArrayLike
 from diffmbs._linalg import matvec, spd_solve, tmatvec
 from diffmbs.multibody._bodies import BodyKinematics
 from diffmbs.multibody._model import ElementGroup, ModelError, MultibodyModel
+from diffmbs.multibody._tree_layout import Layout, build_layout
 from diffmbs.parameters import ParameterRef
 from diffmbs.rotations import (
     matrix_to_quat,
@@ -64,37 +64,6 @@ __all__ = ["JointCoordinateModel", "in_joint_coordinates"]
 _ASSEMBLY_TOLERANCE = 1e-6
 """Largest tree-joint residual (m or dimensionless) :meth:`JointCoordinateModel.from_maximal`
 accepts: the maximal state must satisfy the tree joints."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _TreeGroup:
-    """Tree joints taken from one of the full model's joint groups (static structure)."""
-
-    group: int  # index into full.joint_groups
-    members: tuple[int, ...]  # rows of that group
-    child: tuple[int, ...]  # body moved by each joint
-    parent: tuple[int, ...]  # the body it moves relative to (the ground is n)
-    reversed: tuple[bool, ...]  # True: the parent is body_j (the motion is inverted)
-    q_index: tuple[tuple[int, ...], ...]
-    v_index: tuple[tuple[int, ...], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    tree: tuple[_TreeGroup, ...]
-    loops: tuple[tuple[int, tuple[int, ...]], ...]  # (group, members) kept as constraints
-    free: tuple[int, ...]  # floating bodies
-    parent: tuple[int, ...]  # parent of every body in the tree (the ground is n)
-    free_q: tuple[int, ...]  # first q index of each floating body (7 each)
-    free_v: tuple[int, ...]  # first v index (6 each)
-    jumps: tuple[tuple[int, ...], ...]  # ancestor of every row (bodies + ground) per round
-    n_q: int
-    n_v: int
-    q_slices: tuple[tuple[str, int, int], ...]  # (joint or body name, start, stop)
-    v_slices: tuple[tuple[str, int, int], ...]
-    quaternions: tuple[int, ...]  # first q index of every quaternion block
-    column_body: tuple[int, ...]  # body whose joint each velocity coordinate drives
-    ancestry: tuple[tuple[bool, ...], ...]  # [k][j]: body j is body k or one of its ancestors
 
 
 def _matmul(a: Array, b: Array) -> Array:
@@ -216,117 +185,6 @@ def _by_index(parts: list[Array], index: list[np.ndarray], size: int) -> Array:
     return values[np.argsort(flat)]
 
 
-def _build_layout(model: MultibodyModel, cut: tuple[str, ...]) -> _Layout:
-    n = model.n_bodies
-    if model.modal_bodies:
-        raise ModelError(
-            "joint coordinates: modal bodies are not supported "
-            f"({', '.join(model.modal_names)}); use the maximal-coordinate model",
-            model.modal_names[0],
-        )
-    unknown = [c for c in cut if c not in model.joint_names]
-    if unknown:
-        raise ModelError(f"joint coordinates: cut joint {unknown[0]!r} is not a joint", unknown[0])
-    candidates = [
-        (g, k, group.body_index[k])
-        for g, group in enumerate(model.joint_groups)
-        for k, name in enumerate(group.names)
-        if type(group.elements).motion_sizes is not None and name not in cut
-    ]
-    # Breadth-first from the ground: the shallowest spanning tree, fewest pointer-jumping rounds.
-    reached, parent = {n}, {n: n}
-    in_tree: dict[tuple[int, int], bool] = {}  # (g, k) -> reversed
-    while True:
-        new = {}
-        for g, k, (bi, bj) in candidates:
-            if (g, k) in in_tree:
-                continue
-            for par, child, rev in ((bi, bj, False), (bj, bi, True)):
-                if par in reached and child not in reached and child not in new:
-                    new[child] = (g, k, par, rev)
-                    break
-        if not new:
-            break
-        for child, (g, k, par, rev) in new.items():
-            reached.add(child)
-            parent[child] = par
-            in_tree[(g, k)] = rev
-    free = tuple(b for b in range(n) if b not in reached)
-    for b in free:
-        parent[b] = n
-    # Coordinates: tree joints in the full model's joint order, then the floating bodies.
-    q_at = v_at = 0
-    q_slices, v_slices, quaternions = [], [], []
-    tree, loops, column_body = [], [], []
-    for g, group in enumerate(model.joint_groups):
-        kind = type(group.elements)
-        members = [k for k in range(len(group.names)) if (g, k) in in_tree]
-        loop_members = tuple(k for k in range(len(group.names)) if (g, k) not in in_tree)
-        if loop_members:
-            loops.append((g, loop_members))
-        if not members:
-            continue
-        nq, nv = kind.motion_sizes
-        q_index, v_index, child, par, rev = [], [], [], [], []
-        for k in members:
-            bi, bj = group.body_index[k]
-            r = in_tree[(g, k)]
-            child.append(bi if r else bj)
-            par.append(bj if r else bi)
-            column_body += [child[-1]] * nv
-            rev.append(r)
-            q_index.append(tuple(range(q_at, q_at + nq)))
-            v_index.append(tuple(range(v_at, v_at + nv)))
-            q_slices.append((group.names[k], q_at, q_at + nq))
-            v_slices.append((group.names[k], v_at, v_at + nv))
-            if nq == 4 and nv == 3:
-                quaternions.append(q_at)
-            q_at, v_at = q_at + nq, v_at + nv
-        tree.append(
-            _TreeGroup(
-                g, tuple(members), tuple(child), tuple(par), tuple(rev), tuple(q_index),
-                tuple(v_index),
-            )
-        )  # fmt: skip
-    free_q, free_v = [], []
-    for b in free:
-        name = model.bodies.names[b]
-        free_q.append(q_at)
-        free_v.append(v_at)
-        quaternions.append(q_at + 3)
-        column_body += [b] * 6
-        q_slices.append((name, q_at, q_at + 7))
-        v_slices.append((name, v_at, v_at + 6))
-        q_at, v_at = q_at + 7, v_at + 6
-    anc = np.array([parent[b] for b in range(n + 1)])
-    ancestry = np.eye(n, dtype=bool)
-    for k in range(n):
-        j = parent[k]
-        while j != n:
-            ancestry[k, j] = True
-            j = parent[j]
-    jumps = []
-    while np.any(anc[:n] != n):
-        jumps.append(tuple(int(a) for a in anc))
-        anc = anc[anc]
-    return _Layout(
-        tree=tuple(tree),
-        loops=tuple(loops),
-        free=free,
-        parent=tuple(int(parent[b]) for b in range(n)),
-        free_q=tuple(free_q),
-        free_v=tuple(free_v),
-        jumps=tuple(jumps),
-        n_q=q_at,
-        n_v=v_at,
-        q_slices=tuple(q_slices),
-        v_slices=tuple(v_slices),
-        quaternions=tuple(quaternions),
-        column_body=tuple(column_body),
-        ancestry=tuple(tuple(bool(a) for a in row) for row in ancestry),
-    )
-
-
 def in_joint_coordinates(model: MultibodyModel, cut: tuple[str, ...] = ()) -> JointCoordinateModel:
     """``model`` in joint coordinates: a spanning tree of the joints, the joints in ``cut`` and
     the loop closures kept as constraints. Much faster for chains and trees; the same sensors
@@ -344,12 +202,12 @@ class JointCoordinateModel(MechanicalSystem):
     """
 
     full: MultibodyModel
-    layout: _Layout = eqx.field(static=True)
+    layout: Layout = eqx.field(static=True)
 
     @classmethod
     def from_model(cls, model: MultibodyModel, cut: tuple[str, ...] = ()) -> JointCoordinateModel:
         """Choose the tree (breadth-first from the ground, joints in ``cut`` excluded)."""
-        return cls(model, _build_layout(model, tuple(cut)))
+        return cls(model, build_layout(model, tuple(cut)))
 
     # ----------------------------------------------------------------- layout
 
@@ -385,7 +243,8 @@ class JointCoordinateModel(MechanicalSystem):
 
     @property
     def floating_bodies(self) -> tuple[str, ...]:
-        return tuple(self.full.bodies.names[b] for b in self.layout.free)
+        names = self.full.bodies.names + self.full.modal_names
+        return tuple(names[b] for b in self.layout.free)
 
     def _slice(self, table, name: str) -> slice:
         for item, start, stop in table:
@@ -422,12 +281,15 @@ class JointCoordinateModel(MechanicalSystem):
         """Per block of bodies (the tree joints of one group; the floating bodies): static
         ``(child, parent, q_index (m, nq), v_index (m, nv))``, the local-transform and
         coordinate-rate functions, and their per-member arguments (element, frames, flip)."""
-        com = jnp.concatenate([self.full.bodies.com, jnp.zeros((1, 3), self.full.bodies.com.dtype)])
+        com = self.full.bodies.com
+        n_frames = self.layout.n_tree - self.full.n_bodies  # modal frames (origin: com = 0)
+        com = jnp.concatenate([com, jnp.zeros((n_frames + 1, 3), com.dtype)])
+        tree_index = self.layout.tree_index(self.full.n_bodies)
         specs = []
         for tg, sub in self._tree_parts():
             m = len(tg.members)
             el = sub.elements
-            bi, bj = np.asarray(sub.body_index, dtype=np.int32).T
+            bi, bj = tree_index[np.asarray(sub.body_index, dtype=np.int32).T]
             frames = (
                 (el.frame_i.rotation, el.frame_i.point - com[bi]),
                 (el.frame_j.rotation, el.frame_j.point - com[bj]),
@@ -441,7 +303,7 @@ class JointCoordinateModel(MechanicalSystem):
         if self.layout.free:
             qi = np.asarray(self.layout.free_q)[:, None] + np.arange(7)
             vi = np.asarray(self.layout.free_v)[:, None] + np.arange(6)
-            ground = (self.full.n_bodies,) * len(self.layout.free)
+            ground = (self.layout.n_tree,) * len(self.layout.free)
             specs.append((self.layout.free, ground, qi, vi, _free_transform, _free_rate, ()))
         return specs
 
@@ -492,9 +354,10 @@ class JointCoordinateModel(MechanicalSystem):
         return r, t
 
     def poses(self, q: Array) -> tuple[Array, Array]:
-        """Rotation matrices (n, 3, 3) and COM positions (n, 3) of all bodies (world)."""
+        """Rotation matrices (n, 3, 3) and COM positions (n, 3) of all tree bodies (world; a
+        modal body's reference frame and its origin after the rigid bodies)."""
         r, x = self._poses(self._blocks(q, twists=False))
-        n = self.full.n_bodies
+        n = self.layout.n_tree
         return r[:n], x[:n]
 
     def qdot(self, q: Array, v: Array) -> Array:
@@ -503,12 +366,17 @@ class JointCoordinateModel(MechanicalSystem):
             element = args[0] if args else None
             parts.append(eqx.filter_vmap(rate)(element, q[qi], v[vi]))
             index.append(qi)
+        for q_at, v_at, body in zip(self.layout.modal_q, self.layout.modal_v,
+                                    self.full.modal_bodies, strict=True):  # fmt: skip
+            parts.append(v[v_at : v_at + body.n_modes])
+            index.append(np.arange(q_at, q_at + body.n_modes))
         return _by_index(parts, index, self.n_q)
 
     def _motion(self, q: Array, v: Array | None = None) -> _TreeMotion:
         """Poses, world unit twists and, when ``v`` is given, spatial velocities and velocity-
         product accelerations of all bodies (:class:`_TreeMotion`)."""
-        n = self.full.n_bodies
+        n = self.layout.n_tree
+        v = None if v is None else v[: self.layout.n_rigid_v]
         blocks = self._blocks(q, v)
         r, x = self._poses(blocks)
         twists, index, rates, children = [], [], [], []
@@ -520,7 +388,7 @@ class JointCoordinateModel(MechanicalSystem):
                 rates.append(_to_world(r_p, x_p, b.twist_rates))
                 children.append(np.asarray(b.child))
         order = np.argsort(np.concatenate([i.reshape(-1) for i in index]))
-        twists = jnp.concatenate([s.reshape(-1, 6) for s in twists])[order]  # (n_v, 6)
+        twists = jnp.concatenate([s.reshape(-1, 6) for s in twists])[order]  # (n_rigid_v, 6)
         r, x = r[:n], x[:n]
         if v is None:
             return _TreeMotion(r, x, twists)
@@ -533,8 +401,8 @@ class JointCoordinateModel(MechanicalSystem):
         return _TreeMotion(r, x, twists, velocity, ancestry @ steps)
 
     def _moves(self, dtype) -> Array:
-        """``[k, c]`` = 1 where velocity coordinate c moves body k (its joint is on k's path),
-        shape (n, n_v)."""
+        """``[k, c]`` = 1 where velocity coordinate c moves tree body k (its joint is on k's
+        path), shape (n_tree, n_rigid_v)."""
         owner = np.asarray(self.layout.column_body)
         return jnp.asarray(np.asarray(self.layout.ancestry, dtype=dtype)[:, owner])
 
@@ -572,7 +440,11 @@ class JointCoordinateModel(MechanicalSystem):
         """Composite-rigid-body mass matrix and projected forces, ``M = Jᵀ M̄ J`` and
         ``Q = Jᵀ (Q̄ − M̄ J̇v)`` without forming J: with the bodies' spatial inertias at the
         world origin summed over subtrees, ``M_cd = s_cᵀ I_sub(d) s_d`` for joint c on the path
-        of joint d, and ``Q_c = s_c · w_sub(c)`` with w the bodies' wrenches at the origin."""
+        of joint d, and ``Q_c = s_c · w_sub(c)`` with w the bodies' wrenches at the origin.
+        With modal bodies, whose mass depends on their deformation, J is formed
+        (:meth:`_projected_full`)."""
+        if self.full.modal_bodies:
+            return self._projected_full(t, q, v)
         tm = self._motion(q, v)
         r, x = tm.rotation, tm.position
         vbar, bias = _body_frame(tm)
@@ -612,7 +484,10 @@ class JointCoordinateModel(MechanicalSystem):
     def constraints(self, t: ArrayLike, q: Array) -> Array:
         if not self.layout.loops:
             return jnp.zeros((0,), dtype=q.dtype)
-        kin = self._kinematics(*self.poses(q))
+        if self.full.modal_bodies:
+            kin = self.full.kinematics(self.to_maximal(q)[0])
+        else:
+            kin = self._kinematics(*self.poses(q))
         parts = [
             _subgroup(self.full.joint_groups[g], members).map("constraint", t, kin).reshape(-1)
             for g, members in self.layout.loops
@@ -624,14 +499,51 @@ class JointCoordinateModel(MechanicalSystem):
             return {}
         return self.full.sensors(t, *self.to_maximal(q, v, vdot))
 
+    # ----------------------------------------------------------------- modal bodies
+
+    def _full_state(self, q: Array, v: Array) -> tuple[Array, Array, Array, Array]:
+        """The full model's ``(q̄, v̄, J, J̇v)`` at joint coordinates ``(q, v)``: ``v̄ = J v``,
+        shapes (n̄_q,), (n̄_v,), (n̄_v, n_v), (n̄_v,). A modal body's frame moves as a tree body
+        (its origin in place of a COM); its modal rates are its own coordinates' (rows of the
+        identity in J, no velocity-product term)."""
+        n, layout = self.full.n_bodies, self.layout
+        tm = self._motion(q, v)
+        bias = _body_frame(tm)[1]
+        jac = self._jacobian(tm)  # (n_tree, 6, n_rigid_v)
+        jac = jnp.pad(jac, ((0, 0), (0, 0), (0, self.n_v - layout.n_rigid_v)))
+        quat = matrix_to_quat(tm.rotation)
+        q_parts = [jnp.concatenate([tm.position[:n], quat[:n]], axis=1).reshape(-1)]
+        j_parts = [jac[:n].reshape(-1, self.n_v)]
+        b_parts = [bias[:n].reshape(-1)]
+        for k, body in enumerate(self.full.modal_bodies):
+            m, q_at = body.n_modes, layout.modal_q[k]
+            q_parts.append(jnp.concatenate([tm.position[n + k], quat[n + k], q[q_at : q_at + m]]))
+            j_parts += [jac[n + k], jnp.asarray(np.eye(m, self.n_v, layout.modal_v[k]), q.dtype)]
+            b_parts += [bias[n + k], jnp.zeros(m, q.dtype)]
+        jac = jnp.concatenate(j_parts)
+        return jnp.concatenate(q_parts), jac @ v, jac, jnp.concatenate(b_parts)
+
+    def _projected_full(self, t: ArrayLike, q: Array, v: Array) -> tuple[Array, Array]:
+        """``M = Jᵀ M̄ J``, ``Q = Jᵀ (Q̄ − M̄ J̇v)`` with the full model's mass and forces."""
+        q_max, v_max, jac, bias = self._full_state(q, v)
+        mass = self.full.mass(q_max)
+        force = self.full.forces(t, q_max, v_max)
+        return jac.T @ mass @ jac, jac.T @ (force - mass @ bias)
+
     # ----------------------------------------------------------------- states
 
     @eqx.filter_jit  # called eagerly (initial states, post-processing): op by op it is slow
     def to_maximal(
         self, q: Array, v: Array | None = None, vdot: Array | None = None
     ) -> tuple[Array, ...]:
-        """The full model's ``q`` (7n,) — and ``v`` (6n,), ``v̇`` (6n,) when given — for this
-        model's state (and accelerations)."""
+        """The full model's ``q`` — and ``v``, ``v̇`` when given — for this model's state (and
+        accelerations)."""
+        if self.full.modal_bodies:
+            q_max, v_max, jac, bias = self._full_state(q, jnp.zeros(self.n_v, q.dtype) if v is None
+                                                       else v)  # fmt: skip
+            if v is None:
+                return (q_max,)
+            return (q_max, v_max) if vdot is None else (q_max, v_max, jac @ vdot + bias)
         if v is None:
             r, x = self.poses(q)
             return (jnp.concatenate([x, matrix_to_quat(r)], axis=1).reshape(-1),)
@@ -673,14 +585,23 @@ class JointCoordinateModel(MechanicalSystem):
 
             parts.append(eqx.filter_vmap(relative)(sub.elements, ki, kj))
             index.append(np.asarray(tg.q_index, dtype=np.int32).reshape(len(tg.members), -1))
+        n = self.full.n_bodies
         if self.layout.free:
-            free = np.asarray(self.layout.free)[:, None] * 7 + np.arange(7)
-            parts.append(q_max[free])
+            first = [7 * b if b < n else self.full.q_slice(self.full.modal_names[b - n]).start
+                     for b in self.layout.free]  # fmt: skip
+            parts.append(q_max[np.asarray(first)[:, None] + np.arange(7)])
             index.append(np.asarray(self.layout.free_q)[:, None] + np.arange(7))
+        for k, body in enumerate(self.full.modal_bodies):
+            start = self.full.q_slice(body.name).start + 7
+            parts.append(q_max[start : start + body.n_modes])
+            index.append(self.layout.modal_q[k] + np.arange(body.n_modes))
         q = _by_index(parts, index, self.n_q)
         if v_max is None:
             return (q,)
-        jac = self.jacobian(q)[2].reshape(-1, self.n_v)
+        if self.full.modal_bodies:
+            jac = self._full_state(q, jnp.zeros(self.n_v, q.dtype))[2]
+        else:
+            jac = self.jacobian(q)[2].reshape(-1, self.n_v)
         return q, spd_solve(jac.T @ jac, jac.T @ jnp.asarray(v_max))
 
     def initial_state(self) -> tuple[Array, Array]:
