@@ -11,26 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jax
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+import diffmbs.multibody as mb
 from diffmbs.io import atomic_write
 from diffmbs.models._mwsm3d_parts import Geometry
+from diffmbs.rotations import quat_to_matrix
 
 __all__ = ["animate_blow", "draw_machine"]
 
 _EDGES = [(0, 1), (1, 3), (3, 2), (2, 0), (4, 5), (5, 7), (7, 6), (6, 4), (0, 4), (1, 5), (2, 6),
           (3, 7)]  # fmt: skip
-
-
-def _rotation(quaternion: np.ndarray) -> np.ndarray:
-    w, x, y, z = quaternion / np.linalg.norm(quaternion)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])  # fmt: skip
 
 
 def _box(size, centre, rotation) -> np.ndarray:
@@ -46,7 +40,7 @@ def _segments(model, q: np.ndarray, magnify: float) -> list[tuple[np.ndarray, st
 
     def pose(name):
         qs = q[model.q_slice(name)]
-        return qs[:3], _rotation(qs[3:7]), qs
+        return qs[:3], np.asarray(quat_to_matrix(qs[3:7])), qs
 
     boxes = {
         "bed": Geometry.bed_box,
@@ -83,9 +77,20 @@ def _draw(ax, model, q, magnify: float) -> None:
     ax.set_box_aspect((4.5, 3.0, 4.2))
 
 
+def _full_states(model, qs: np.ndarray) -> tuple[object, np.ndarray]:
+    """``(ShockMachine3D, its q (n, n̄_q))`` of states ``qs`` (n, n_q) of ``model``, in full
+    or in joint coordinates."""
+    qs = np.atleast_2d(np.asarray(qs))
+    if isinstance(model, mb.JointCoordinateModel):
+        return model.full, np.asarray(jax.vmap(lambda q: model.to_maximal(q)[0])(qs))
+    return model, qs
+
+
 def draw_machine(model, q, path, *, magnify: float = 1.0, title: str = "3-D MWSM") -> Path:
-    """Save a 3-D picture of ``model`` (a :class:`~diffmbs.models.mwsm3d.ShockMachine3D`) at
-    state ``q`` to ``path`` (PNG, atomically); channel deformation ×``magnify``."""
+    """Save a 3-D picture of ``model`` (:func:`~diffmbs.models.mwsm3d.mwsm3d`'s, in joint or
+    full coordinates) at state ``q`` to ``path`` (PNG, atomically); channel deformation
+    ×``magnify``."""
+    model, (q,) = _full_states(model, q)
     fig = Figure(figsize=(7.0, 6.0), dpi=120)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(projection="3d")
@@ -104,7 +109,8 @@ def animate_blow(model, ts, qs, path, *, fps: int = 20, magnify: float = 1.0,
     fig = Figure(figsize=(6.0, 5.0), dpi=90)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(projection="3d")
-    frames = list(zip(np.asarray(ts), np.asarray(qs), strict=True))
+    model, qs = _full_states(model, qs)
+    frames = list(zip(np.asarray(ts), qs, strict=True))
 
     def write(tmp: Path) -> None:
         writer = PillowWriter(fps=fps)
