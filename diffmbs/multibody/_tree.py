@@ -11,12 +11,16 @@ describes the same motion with far fewer coordinates:
 * the other joints (the cut joints that close loops, distance and prescribed joints) stay
   constraints ``Φ(t, q) = 0`` on the poses the tree gives, solved by the KKT machinery of
   :mod:`diffmbs.system`;
-* a body no tree joint reaches floats: its coordinates are those of the full model (COM
-  position, quaternion; ṙ_G, ω̄).
+* when the search stops, the first body not reached floats — its coordinates are those of the
+  full model (COM position, quaternion; ṙ_G, ω̄) — and the search goes on from it;
+* a modal body's reference frame is a tree body like a rigid one (its origin in place of a
+  COM); its modal coordinates are its own (``q_slice("<body>.modes")``), and with modal bodies
+  the equations are projected with J formed (:meth:`JointCoordinateModel._projected_full`).
 
-State layout: the tree joints' coordinates in the full model's joint order (``q_slice(joint)``),
-then the floating bodies' (``q_slice(body)``). Spherical joints and floating bodies carry a
-quaternion (4 coordinates, 3 velocities: ω in the child frame's axes).
+State layout (:mod:`._tree_layout`): the tree joints' coordinates in the full model's joint
+order (``q_slice(joint)``), the floating bodies' (``q_slice(body)``), then the modal
+coordinates. Spherical joints and floating bodies carry a quaternion (4 coordinates, 3
+velocities: ω in the child frame's axes).
 
 Poses: body k's (R_k, r_G,k) = parent pose ∘ A_k(q), with ``A_k`` = (joint frame on the parent) ∘
 joint motion ∘ (joint frame on the child)⁻¹, for all bodies at once by pointer jumping:
