@@ -7,9 +7,10 @@ with undamped bed springs; the lumped contact model of ``diffmbs.models.mwsm`` (
 set of four hand-written equations) for the vertical response; the momentum balance of the
 whole machine through the blow (external forces: gravity and the bed springs only).
 
-Simulations use the channels lumped into one spring (``channels="lumped"``: 28 coordinates), so
-the compiled programs are small; the three tests of ``lumped_channel_run`` share them
-(``functools.cache``, one xdist group), the others run anywhere.
+Simulations use the channels lumped into one spring (``channels="lumped"``: 22 joint
+coordinates), so the compiled programs are small; the three tests of ``lumped_channel_run`` share
+them (``functools.cache``, one xdist group), the others run anywhere. The modal channels in joint
+coordinates are checked against the body-coordinate KKT solution in ``test_multibody_tree``.
 """
 
 import functools
@@ -260,8 +261,9 @@ def _gradient_objective(adjoint):
     return objective
 
 
+@LUMPED_RUNS  # shares _initial_state's compiled equilibrium with the lumped runs
 def test_srs_gradient_through_the_blow_matches_differences():
-    """Forward mode (``jvp``) through 400 steps of the blow and the smooth SRS, against
+    """Forward mode (``jvp``) through 200 steps of the blow and the smooth SRS, against
     fourth-order central differences of the same fixed-step map, for the hammer–anvil stiffness
     and damping, the lower stops' stiffness and the channels' damping (one compiled program
     gives both)."""
