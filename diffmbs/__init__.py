@@ -17,9 +17,11 @@ from diffmbs.derivatives import (
     check_derivatives,
 )
 from diffmbs.integrate import (
+    RosenbrockW,
     SimulationError,
     SimulationOptions,
     Solution,
+    SolverPhases,
     simulate,
     simulate_batch,
 )
@@ -32,6 +34,7 @@ __all__ = [
     "DerivativeCheckError",
     "DerivativeReport",
     "MechanicalSystem",
+    "RosenbrockW",
     "SimulationError",
     "Solution",
     "check_derivatives",
@@ -40,6 +43,7 @@ __all__ = [
     "selection",
     "shock_response_spectrum",
     "SimulationOptions",
+    "SolverPhases",
     "simulate",
     "simulate_batch",
     "srs",

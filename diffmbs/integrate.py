@@ -61,7 +61,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs._options import DEFAULT_MAX_STEPS, SimulationOptions
+from diffmbs._phases import SolverPhases, integrate_phases
 from diffmbs._projection import ProjectedSolver
+from diffmbs._rosenbrock import RosenbrockW
 from diffmbs._settings import require_float64
 from diffmbs.adjoint import (
     DiscreteAdjoint,
@@ -90,9 +92,11 @@ __all__ = [
     "DISCRETE_ADJOINT_MAX_FLOATS",
     "DTMIN_FRACTION",
     "FAILURES",
+    "RosenbrockW",
     "SimulationError",
     "SimulationOptions",
     "Solution",
+    "SolverPhases",
     "simulate",
     "simulate_batch",
 ]
@@ -282,19 +286,26 @@ class _OutputOptions(eqx.Module):
 
 def _integrate(vector_field, args, y0, ts, t0, solver, adjoint, controller, dt0, max_steps):
     """``(ys, t_end, y_end, result, stats)``: the state at ``ts`` (leaves ``(n_t, ...)``), the
-    last accepted time and state, diffrax's ``RESULTS`` and step statistics."""
+    last accepted time and state, diffrax's ``RESULTS`` and step statistics. With
+    :class:`SolverPhases`, ``adjoint`` is a tuple, one per phase."""
     params, static = eqx.partition(args, eqx.is_inexact_array)
-    dynamic = (params, y0)
-    if isinstance(adjoint, DiscreteAdjoint):
-        ys, end = solve_with_discrete_adjoint(
-            dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps, adjoint
-        )
-    else:
-        (ys, end), _ = forward_solve(
-            dynamic, static, vector_field, solver, controller, ts, t0, dt0, max_steps,
-            store=None, adjoint=adjoint,
-        )
-    return ys, *end
+
+    def one(y0_, ts_, t0_, solver_, adjoint_):
+        if isinstance(adjoint_, DiscreteAdjoint):
+            ys, end = solve_with_discrete_adjoint(
+                (params, y0_), static, vector_field, solver_, controller, ts_, t0_, dt0,
+                max_steps, adjoint_,
+            )
+        else:
+            (ys, end), _ = forward_solve(
+                (params, y0_), static, vector_field, solver_, controller, ts_, t0_, dt0,
+                max_steps, store=None, adjoint=adjoint_,
+            )
+        return ys, *end
+
+    if isinstance(solver, SolverPhases):
+        return integrate_phases(one, solver, adjoint, y0, ts, t0)
+    return one(y0, ts, t0, solver, adjoint)
 
 
 @contextlib.contextmanager
@@ -320,8 +331,8 @@ def _simulate(
     v0: Array,
     ts: Array,
     t0: Array,
-    solver: diffrax.AbstractSolver,
-    adjoint: diffrax.AbstractAdjoint,
+    solver: diffrax.AbstractSolver | SolverPhases,
+    adjoint: diffrax.AbstractAdjoint | tuple[diffrax.AbstractAdjoint, ...],
     stepsize_controller: diffrax.AbstractStepSizeController,
     dt0: Array | None,
     max_steps: int,
@@ -342,8 +353,8 @@ def _simulate_batch(
     v0: Array,
     ts: Array,
     t0: Array,
-    solver: diffrax.AbstractSolver,
-    adjoint: diffrax.AbstractAdjoint,
+    solver: diffrax.AbstractSolver | SolverPhases,
+    adjoint: diffrax.AbstractAdjoint | tuple[diffrax.AbstractAdjoint, ...],
     stepsize_controller: diffrax.AbstractStepSizeController,
     dt0: Array | None,
     max_steps: int,
@@ -627,6 +638,7 @@ def simulate(
     solver, adjoint, stepsize_controller, options = _strategies(
         settings, ts, t0, q0.shape[0] + v0.shape[0],
         step_projection=_project_step if projected else None,
+        default_solver=system.default_solver(),
     )
     with _forward_mode_hint():
         sol = _simulate(
@@ -635,7 +647,8 @@ def simulate(
         )
     if not settings.throw:
         return sol
-    if _is_traced(sol.status):
+    # Under grad outside jit the status is concrete but the time reached is not.
+    if _is_traced(sol.status) or _is_traced(sol.t_reached):
         index = sol.status * len(DIAGNOSES) + sol.diagnosis
         return eqx.branched_error_if(sol, sol.status != 0, index, _JIT_MESSAGES)
     if int(sol.status) != 0:
@@ -643,25 +656,42 @@ def simulate(
     return sol
 
 
-def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_projection=None):
+def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_projection=None,
+                default_solver=None):
     """The solver, adjoint, controller and output options of a run: ``settings`` with their
     defaults filled in, checked; ``norm`` (the error norm of the default controller) is
     diffrax's RMS norm unless given; ``step_projection``: the projection after every step
-    (:func:`_project_step` or its batch form), or ``None``."""
+    (:func:`_project_step` or its batch form), or ``None``; ``default_solver``: the model's
+    (:meth:`~diffmbs.system.MechanicalSystem.default_solver`), used when none is given. With
+    :class:`SolverPhases` the adjoint is a tuple, one per phase still within the run."""
     solver, adjoint, controller = settings.solver, settings.adjoint, settings.stepsize_controller
     baumgarte, output_chunk = settings.baumgarte, settings.output_chunk
     if not isinstance(output_chunk, int) or output_chunk < 1:
         raise ValueError(f"simulate: output_chunk must be a positive integer, got {output_chunk!r}")
     if solver is None:
-        solver = diffrax.Tsit5()
+        solver = default_solver if default_solver is not None else diffrax.Tsit5()
+    if isinstance(solver, SolverPhases) and not _is_traced(solver.switch_times):
+        used = 1 + int(np.sum(np.asarray(solver.switch_times) < float(ts[-1])))
+        if used == 1:
+            solver = solver.solvers[0]
+        elif used < len(solver.solvers):
+            solver = SolverPhases(solver.solvers[:used], solver.switch_times[: used - 1])
+    phases = solver.solvers if isinstance(solver, SolverPhases) else (solver,)
     if step_projection is not None:
-        solver = ProjectedSolver(solver, step_projection)
+        phases = tuple(ProjectedSolver(s, step_projection) for s in phases)
     if baumgarte is None:
         baumgarte = (0.0, 0.0) if step_projection is not None else DEFAULT_BAUMGARTE
     if adjoint is None:
-        adjoint = _default_adjoint(solver, settings.max_steps, n_state)
-    elif isinstance(adjoint, DiscreteAdjoint):
-        check_supported(solver)
+        adjoints = tuple(_default_adjoint(s, settings.max_steps, n_state) for s in phases)
+    else:
+        adjoints = (adjoint,) * len(phases)
+        if isinstance(adjoint, DiscreteAdjoint):
+            for s in phases:
+                check_supported(s)
+    if isinstance(solver, SolverPhases):
+        solver, adjoint = SolverPhases(phases, solver.switch_times), adjoints
+    else:
+        (solver,), (adjoint,) = phases, adjoints
     if isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint) and isinstance(
         controller, diffrax.ConstantStepSize
     ):
@@ -764,6 +794,7 @@ def simulate_batch(
     solver, adjoint, stepsize_controller, options = _strategies(
         settings, ts, t0, size * (q0.shape[1] + v0.shape[1]),
         norm=_batch_rms_norm, step_projection=_batch_project_step if projected else None,
+        default_solver=_variant(system, system_axes, 0).default_solver(),
     )
     with _forward_mode_hint():
         sol = _simulate_batch(

@@ -164,6 +164,14 @@ class MechanicalSystem(eqx.Module):
         """``(M(q), Q(t, q, v))`` together; override when both share expensive work."""
         return self.mass(q), self.forces(t, q, v)
 
+    def default_solver(self):
+        """The diffrax solver :func:`~diffmbs.simulate` uses for this model when none is given;
+        ``None`` (default): ``diffrax.Tsit5()``. A model whose test has stretches of different
+        character returns a :class:`~diffmbs.integrate.SolverPhases` (the shock machine's
+        fall); the choice changes the cost, not the answer (every solver meets the run's
+        tolerances)."""
+        return None
+
     def initial_state(self) -> tuple[Array, Array]:
         """``(q0 (n_q,), v0 (n_v,))``: the state a test starts from, as a function of the
         model's own leaves (so a fitted parameter such as a drop height moves it). Experiments,

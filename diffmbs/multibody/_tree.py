@@ -608,6 +608,10 @@ class JointCoordinateModel(MechanicalSystem):
             jac = self.jacobian(q)[2].reshape(-1, self.n_v)
         return q, spd_solve(jac.T @ jac, jac.T @ jnp.asarray(v_max))
 
+    def default_solver(self):
+        """The full model's."""
+        return self.full.default_solver()
+
     def initial_state(self) -> tuple[Array, Array]:
         """:meth:`from_maximal` of the full model's initial state (it must be assembled)."""
         return self.from_maximal(*self.full.initial_state())
