@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo demo-srs test lint bench clean
+.PHONY: install demo demo-srs test test-slow lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+
+test-slow: $(STAMP)  # only the checks `make test` leaves out for time
+	DIFFMBS_SLOW_TESTS=1 $(BIN)/python -m pytest -q -n auto --dist loadgroup -m slow
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/srs.py

@@ -6,7 +6,7 @@ In one process:
 1. **Forward, the study's test** (``--tests rigid:joint,rigid:full,flexible:joint``: equipment
    and coordinates): static equilibrium with the hammer held, release, 1.394 s of fall and
    0.5 s after the blow (1.894 s), saved at 10 kHz (outputs in chunks of 64), at the bundled
-   jobs' rtol 1e-4 / atol 1e-7, with the machine's solver (Rosenbrock–W through 90 % of the
+   jobs' rtol 1e-4 / atol 1e-7, with the machine's solver (Rosenbrock–W through 98 % of the
    fall, then Tsit5) and with Tsit5 throughout; first call (trace + compile + run) and the
    median of three runs after compile, against the study's 170 s (rigid equipment) and 550 s
    (flexible). Bar: ≥ 30× (≤ 5.7 s).

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import jax
+import pytest
 
 import diffmbs
 
@@ -22,3 +23,16 @@ jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE
 jax.config.update("jax_persistent_cache_min_compile_time_secs",
                   float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
 diffmbs.configure()
+
+SLOW = os.environ.get("DIFFMBS_SLOW_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """``slow`` tests (checks another test already makes on a cheaper case) run only with
+    ``DIFFMBS_SLOW_TESTS=1`` (``make test-slow``)."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow: DIFFMBS_SLOW_TESTS=1 (make test-slow) runs it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -34,7 +34,10 @@ Measured here, a 2-core Intel Xeon VM (largest relative error over the component
 differences): four-bar full 5.5e-10, joint 8.6e-10, modal body 1.4e-10 (every adjoint alike),
 batch 1.4e-10 and 6.9e-11; adjoint against adjoint ≤ 1e-13.
 
-Cost, all in ``make test``: about 2.5 minutes of one core (twice that beside another worker).
+Cost: about 2.5 minutes of one core (twice that beside another worker). ``make test`` leaves
+out (``slow``, run by ``make test-slow``) the four-bar in full coordinates and the modal body's
+checkpointed adjoint: the joint-coordinate four-bar goes through the same projection pull-back,
+and ``test_adjoint`` checks the checkpointed adjoint.
 The programs are shared between the cases through ``functools.cache``, one process per
 ``xdist_group`` (full coordinates, joint coordinates, the modal body: ``make test`` runs
 ``--dist loadgroup``); the perturbations go through one ``vmap`` of a forward-mode program,
@@ -248,8 +251,8 @@ def four_bar_gradient(coordinates, adjoint):
 @pytest.mark.parametrize(
     "coordinates, adjoint",
     [
-        pytest.param("full", "discrete", marks=FULL),
-        pytest.param("full", "forward", marks=FULL),  # the differences' own program
+        pytest.param("full", "discrete", marks=(FULL, pytest.mark.slow)),
+        pytest.param("full", "forward", marks=(FULL, pytest.mark.slow)),  # the differences' own
         pytest.param("joint", "discrete", marks=JOINT),
         pytest.param("joint", "forward", marks=JOINT),
     ],
@@ -339,7 +342,9 @@ def modal_reference():
 
 
 @MODAL
-@pytest.mark.parametrize("adjoint", ["discrete", "checkpointed"])
+@pytest.mark.parametrize(
+    "adjoint", ["discrete", pytest.param("checkpointed", marks=pytest.mark.slow)]
+)
 def test_modal_body_gradient_matches_differences(adjoint):
     reference, forward = modal_reference()
     grad = gradient(modal_objective, len(MODAL_P0), adjoint)
