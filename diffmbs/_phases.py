@@ -52,10 +52,6 @@ class SolverPhases(eqx.Module):
         ):
             raise ValueError(f"SolverPhases: switch times must increase: {self.switch_times}")
 
-    def map_solvers(self, fn: Callable) -> SolverPhases:
-        """The same phases with ``fn(solver)`` in place of each solver."""
-        return SolverPhases([fn(s) for s in self.solvers], self.switch_times)
-
 
 def _select_rows(take: Array, new: Array, old: Array) -> Array:
     """``new`` where ``take`` ``(n_t,)``, else ``old`` (leaves ``(n_t, ...)``)."""

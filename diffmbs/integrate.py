@@ -670,7 +670,9 @@ def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_pr
         raise ValueError(f"simulate: output_chunk must be a positive integer, got {output_chunk!r}")
     if solver is None:
         solver = default_solver if default_solver is not None else diffrax.Tsit5()
-    if isinstance(solver, SolverPhases) and not _is_traced(solver.switch_times):
+    if isinstance(solver, SolverPhases) and not _is_traced(solver.switch_times) and not (
+        _is_traced(ts)
+    ):
         used = 1 + int(np.sum(np.asarray(solver.switch_times) < float(ts[-1])))
         if used == 1:
             solver = solver.solvers[0]
@@ -692,7 +694,7 @@ def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_pr
         solver, adjoint = SolverPhases(phases, solver.switch_times), adjoints
     else:
         (solver,), (adjoint,) = phases, adjoints
-    if isinstance(adjoint, diffrax.RecursiveCheckpointAdjoint) and isinstance(
+    if any(isinstance(a, diffrax.RecursiveCheckpointAdjoint) for a in adjoints) and isinstance(
         controller, diffrax.ConstantStepSize
     ):
         warnings.warn(

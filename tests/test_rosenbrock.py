@@ -164,8 +164,8 @@ def test_phases_are_differentiable_through_the_switch():
     )
     step = 1e-3
 
-    def at(i, k):
-        return float(loss(z.at[i].add(k * step), steps=fixed))
+    def at(i, k):  # (forward mode only for its plain solve: no checkpointed fixed steps)
+        return float(loss(z.at[i].add(k * step), diffrax.ForwardMode(), fixed))
 
     differences = np.array([  # fourth order
         (at(i, -2) - 8 * at(i, -1) + 8 * at(i, 1) - at(i, 2)) / (12 * step) for i in range(2)

@@ -237,8 +237,7 @@ def mwsm3d(
     if start == "release":
         hold = math.pi + math.asin(h / arm)
         rate = 0.0
-        fall = _pendulum_fall_time(hold, G * arm * geo.hammer_mass
-                                   / (geo.hammer_mass * (arm**2 + geo.head_size**2 / 6)))
+        fall = _pendulum_fall_time(hold, G * arm / (arm**2 + geo.head_size**2 / 6))
     else:
         hold = math.asin(gap / arm)  # the face `gap` below contact
         rate = -v_impact / arm  # upwards at impact: the angle decreases
