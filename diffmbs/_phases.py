@@ -53,6 +53,12 @@ class SolverPhases(eqx.Module):
             raise ValueError(f"SolverPhases: switch times must increase: {self.switch_times}")
 
 
+def _between(x: Array, low: Array, high: Array) -> Array:
+    """``x`` limited to ``[low, high]`` by comparisons (``jnp.clip``'s tangent goes to whichever
+    operand tests bit-equal to the result, which XLA's fused copies can break)."""
+    return jnp.where(x < low, low, jnp.where(x > high, high, x))
+
+
 def _select_rows(take: Array, new: Array, old: Array) -> Array:
     """``new`` where ``take`` ``(n_t,)``, else ``old`` (leaves ``(n_t, ...)``)."""
     return jnp.where(take.reshape((-1,) + (1,) * (new.ndim - 1)), new, old)
@@ -68,9 +74,9 @@ def integrate_phases(integrate_one: Callable, phases: SolverPhases, adjoints, y0
     bounds = [*phases.switch_times, ts[-1]]
     for k, (solver, adjoint) in enumerate(zip(phases.solvers, adjoints, strict=True)):
         ok_so_far = result == diffrax.RESULTS.successful
-        t_stop = jnp.clip(bounds[k], t_start, ts[-1])
+        t_stop = _between(bounds[k], t_start, ts[-1])
         ys_k, t_end, y_end, result_k, stats_k = integrate_one(
-            y, jnp.clip(ts, t_start, t_stop), t_start, solver, adjoint
+            y, _between(ts, t_start, t_stop), t_start, solver, adjoint
         )
         if ys is None:
             ys, stats = ys_k, dict(stats_k)
