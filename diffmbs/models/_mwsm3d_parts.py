@@ -52,7 +52,9 @@ from diffmbs.flex import (
     ISection,
     Material,
     ModalData,
+    beam_stress_modes,
     modal_data,
+    section_stress_points,
 )
 from diffmbs.models.mwsm import FT, INCH, LB
 
@@ -143,16 +145,24 @@ def channel_modal_data(
 ) -> tuple[ModalData, dict[str, int]]:
     """A supporting channel along x, centred on its frame origin, clamped at its two bolts
     (x = ±span/2): fixed-interface modes with every DOF of the bolt nodes held, so the frame
-    rides with the anvil table and the modes are the channel's own. Returns the modal data
-    and the node labels ``{"bolt_0", "bolt_1", "clamp_0", "clamp_1", "middle"}``. Web
-    vertical (strong-axis bending in the vertical plane); Timoshenko beams unless ``theory``."""
+    rides with the anvil table and the modes are the channel's own. Stress points (labels
+    ``"<station>#<k>"``): the section's outline at the bolt ``bolt_0``, the T-clamp
+    ``clamp_0`` and the middle (by symmetry the other bolt and clamp see the same static
+    stresses). Returns the modal data and the node labels ``{"bolt_0", "bolt_1", "clamp_0",
+    "clamp_1", "middle"}``. Web vertical (strong-axis bending in the vertical plane);
+    Timoshenko beams unless ``theory``."""
     xs = beam_nodes([-span / 2, -clamp_spacing / 2, 0.0, clamp_spacing / 2, span / 2], step)
-    fe = _line_model(xs, section(section_name), theory).assemble()
+    beam = _line_model(xs, section(section_name), theory)
+    fe = beam.assemble()
     rows = {"bolt_0": _row(xs, -span / 2), "bolt_1": _row(xs, span / 2),
             "clamp_0": _row(xs, -clamp_spacing / 2), "clamp_1": _row(xs, clamp_spacing / 2),
             "middle": _row(xs, 0.0)}  # fmt: skip
     basis = FixedInterfaceModes(fe.dofs([rows["bolt_0"], rows["bolt_1"]]), n_modes=n_modes)(fe)
-    data = modal_data(fe, basis, source=f"diffmbs.models.mwsm3d channel {section_name}")
+    points = [p for name in ("bolt_0", "clamp_0", "middle")
+              for p in section_stress_points(beam, rows[name], 0.0, name)]  # fmt: skip
+    data = modal_data(fe, basis, stress_modes=beam_stress_modes(beam, basis, points),
+                      stress_labels=tuple(p.label for p in points),
+                      source=f"diffmbs.models.mwsm3d channel {section_name}")  # fmt: skip
     labels = {k: int(np.asarray(fe.node_ids)[r]) for k, r in rows.items()}
     return data, labels
 

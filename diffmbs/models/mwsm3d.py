@@ -29,8 +29,11 @@ accelerometer's reading (m/s², 0 at rest: gravity removed as a seismic accelero
 ``anvil_acceleration`` (3,) likewise at the centre of the anvil's top; ``hammer_velocity`` (3,)
 of the head (m/s); ``impact_force`` (N); ``lower_stop_forces`` and ``upper_stop_forces`` (4,) N;
 ``bed_spring_load`` (6,) the bed springs' force (N) and couple on the bed, world axes;
-``energy`` (J, kinetic plus potential); with the flexible equipment ``beam_tip_acceleration``
-(3,) at the longer cantilever's tip.
+``energy`` (J, kinetic plus potential); with modal channels ``stress_<channel>`` (12,) the
+normal stresses (Pa) at the four outline points of the section at a bolt, a T-clamp and the
+middle (labels in the channel's ``modal_data.stress_labels``); with the flexible equipment
+``beam_short_tip_acceleration`` and ``beam_long_tip_acceleration`` (3,) at the tips of the two
+cantilevers, as accelerometers read them.
 
 A test starts (:meth:`ShockMachine3D.initial_state`) from static equilibrium with the hammer
 held at its release angle (``start="release"``: the study's 1.394 s of fall, then the impact),
@@ -307,6 +310,7 @@ def mwsm3d(
                 under = np.array([x, y, -t_block / 2 - channel_height / 2])
                 b.add_force(f"clamp_{name}_{k}", mb.Bushing(node, (0.0, 0.0, 0.0), "equipment",
                                                             under, **clamp))  # fmt: skip
+            b.add_sensor(f"stress_{name}", mb.ModalStress(name))
     if equipment == "flexible":
         data, labels = equipment_beam_modal_data(geo.beam_length, geo.beam_free_lengths,
                                                  beam_modes)  # fmt: skip
@@ -317,8 +321,9 @@ def mwsm3d(
                                 damping=ModalDampingRatios(channel_damping), position=origin))
         b.add_joint("beam_supports", mb.Fixed("equipment", origin - block_centre,
                                               "equipment_beam", (0.0, 0.0, 0.0)))  # fmt: skip
-        b.add_sensor("beam_tip_acceleration", mb.PointAcceleration(
-            mb.node("equipment_beam", labels["tip_1"]), include_gravity=True))  # fmt: skip
+        for tip, which in (("short", "tip_0"), ("long", "tip_1")):
+            b.add_sensor(f"beam_{tip}_tip_acceleration", mb.PointAcceleration(
+                mb.node("equipment_beam", labels[which]), include_gravity=True))  # fmt: skip
 
     b.add_sensor("equipment_acceleration",
                  mb.PointAcceleration("equipment", (0.0, 0.0, t_block / 2), include_gravity=True))

@@ -32,6 +32,7 @@ __all__ = [
     "JointReaction",
     "KineticEnergy",
     "MechanicalEnergy",
+    "ModalStress",
     "PointAcceleration",
     "PointPosition",
     "PointVelocity",
@@ -274,3 +275,25 @@ class MechanicalEnergy(AbstractSensor):
 
     def references(self):
         return ()
+
+
+class ModalStress(AbstractSensor):
+    """Normal stresses (Pa) at the stress points of modal body ``body``, ``σ = S q_f`` with
+    ``S`` its ``modal_data.stress_modes`` (s, m) (for beams,
+    :func:`~diffmbs.flex.beam_stress_modes`; labels in ``modal_data.stress_labels``), shape
+    ``(s,)``. Elastic stresses only: rigid-body motion of the frame adds none."""
+
+    body: str = eqx.field(static=True)
+
+    def __call__(self, model, data):
+        if self.body not in model.modal_names:
+            raise ValueError(f"ModalStress: {self.body!r} is not a modal body of the model")
+        body = model.modal_bodies[model.modal_names.index(self.body)]
+        stress_modes = body.modal_data.stress_modes
+        if stress_modes.shape[0] == 0:
+            raise ValueError(f"ModalStress: modal body {self.body!r} has no stress points "
+                             "(give modal_data(..., stress_modes=...))")  # fmt: skip
+        return stress_modes @ data.q[model.q_slice(self.body)][7:]
+
+    def references(self):
+        return (("body", self.body),)
