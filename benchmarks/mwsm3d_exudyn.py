@@ -84,6 +84,7 @@ from _common import (  # noqa: E402
     utc_timestamp,
     write_json_atomic,
 )
+from mwsm3d import FREQS, RATE, G, _srs  # noqa: E402  (benchmarks/mwsm3d.py: the same SRS)
 
 from diffmbs.integrate import simulate  # noqa: E402
 from diffmbs.models._mwsm3d_parts import (  # noqa: E402
@@ -95,19 +96,10 @@ from diffmbs.models._mwsm3d_parts import (  # noqa: E402
 )
 from diffmbs.models.mwsm3d import CHANNELS, mwsm3d  # noqa: E402
 from diffmbs.rotations import quat_to_matrix  # noqa: E402
-from diffmbs.srs import shock_response_spectrum  # noqa: E402
 
-RATE = 10_000.0
-FREQS = np.geomspace(10.0, 2000.0, 48)
-G = 9.80665
 MATCH_DB = (0.01, 0.1, 0.3)
 REPEATS = 3
 DIFFMBS_TOLERANCES = ((1e-4, 1e-7), (1e-6, 1e-9))
-
-
-def _srs(accel: np.ndarray) -> np.ndarray:
-    """SRS (g) of an acceleration record (m/s², 10 kHz) at :data:`FREQS`."""
-    return np.asarray(shock_response_spectrum(jnp.asarray(accel) / G, 1.0 / RATE, FREQS))
 
 
 def _times(duration: float) -> np.ndarray:

@@ -15,7 +15,8 @@ describes the same motion with far fewer coordinates:
   full model (COM position, quaternion; ṙ_G, ω̄) — and the search goes on from it;
 * a modal body's reference frame is a tree body like a rigid one (its origin in place of a
   COM); its modal coordinates are its own (``q_slice("<body>.modes")``), and with modal bodies
-  the equations are projected with J formed (:meth:`JointCoordinateModel._projected_full`).
+  the full model's equations are projected block by block
+  (:meth:`JointCoordinateModel._projected_full`).
 
 State layout (:mod:`._tree_layout`): the tree joints' coordinates in the full model's joint
 order (``q_slice(joint)``), the floating bodies' (``q_slice(body)``), then the modal
