@@ -542,6 +542,36 @@ def _validate(system, q0, v0, ts, t0) -> None:
         raise ValueError(f"simulate: ts must be a non-empty 1-D array of times, got {ts.shape}")
     if q0.ndim != 1 or v0.ndim != 1:
         raise ValueError(f"simulate: q0 and v0 must be 1-D, got {q0.shape} and {v0.shape}")
+    _check_equation_shapes(system, q0, v0, t0)
+    if not any(_is_traced(x) for x in (ts, t0)):
+        t_np = np.asarray(ts)
+        if not np.all(np.isfinite(t_np)) or np.any(np.diff(t_np) < 0):
+            raise ValueError("simulate: ts must be finite and non-decreasing")
+        if float(t0) > t_np[0]:
+            raise ValueError(f"simulate: t0 = {float(t0)} is after the first saved time {t_np[0]}")
+    for name, x in (("q0", q0), ("v0", v0)):
+        if not _is_traced(x) and not np.all(np.isfinite(np.asarray(x))):
+            raise ValueError(f"simulate: the initial state {name} is not finite: {np.asarray(x)}")
+    _check_initial_constraints(system, q0, t0)
+
+
+_SHAPES_CHECKED: dict = {}  # structure key -> True; see _check_equation_shapes
+_SHAPES_CHECKED_MAX = 256
+
+
+def _check_equation_shapes(system, q0, v0, t0) -> None:
+    """Refuse a system whose ``qdot``, ``mass`` or ``forces`` have the wrong shapes for
+    ``(q0, v0)``. Tracing the equations costs as much as a short run on a large model (0.6 s
+    on the 3-D shock machine), so a structure that passed — its tree, its leaves' shapes and
+    dtypes, the state's — is not traced again."""
+    leaves, treedef = jax.tree.flatten(system)
+    try:
+        key = (treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves),
+               q0.shape, v0.shape, q0.dtype, v0.dtype)  # fmt: skip
+        if key in _SHAPES_CHECKED:
+            return
+    except TypeError:  # an unhashable static field: check every time
+        key = None
     shapes = {
         "qdot(q, v)": (jax.eval_shape(system.qdot, q0, v0).shape, q0.shape),
         "mass(q)": (jax.eval_shape(system.mass, q0).shape, (v0.shape[0], v0.shape[0])),
@@ -553,16 +583,10 @@ def _validate(system, q0, v0, ts, t0) -> None:
                 f"simulate: {type(system).__name__}.{name} has shape {got}, expected {want} "
                 f"(n_q = {q0.shape[0]}, n_v = {v0.shape[0]})"
             )
-    if not any(_is_traced(x) for x in (ts, t0)):
-        t_np = np.asarray(ts)
-        if not np.all(np.isfinite(t_np)) or np.any(np.diff(t_np) < 0):
-            raise ValueError("simulate: ts must be finite and non-decreasing")
-        if float(t0) > t_np[0]:
-            raise ValueError(f"simulate: t0 = {float(t0)} is after the first saved time {t_np[0]}")
-    for name, x in (("q0", q0), ("v0", v0)):
-        if not _is_traced(x) and not np.all(np.isfinite(np.asarray(x))):
-            raise ValueError(f"simulate: the initial state {name} is not finite: {np.asarray(x)}")
-    _check_initial_constraints(system, q0, t0)
+    if key is not None:
+        if len(_SHAPES_CHECKED) >= _SHAPES_CHECKED_MAX:
+            _SHAPES_CHECKED.clear()
+        _SHAPES_CHECKED[key] = True
 
 
 INITIAL_CONSTRAINT_TOLERANCE = 1e-5

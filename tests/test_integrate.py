@@ -521,3 +521,30 @@ def test_diagnosis_names_what_is_wrong(system, status, diagnosis, t_reached):
     assert int(sol.status) == status
     assert DIAGNOSES[int(sol.diagnosis)].startswith(diagnosis), DIAGNOSES[int(sol.diagnosis)]
     assert abs(float(sol.t_reached) - t_reached) < 1e-9
+
+
+class _WrongMass(Pendulum):
+    def mass(self, q):
+        return self.m * jnp.eye(3)
+
+
+def test_equations_of_the_wrong_shape_are_named_on_every_call():
+    """A mass matrix of the wrong shape is refused before any solve, naming the method and the
+    shapes — again on a second call (a structure is remembered only once it passed)."""
+    q0, v0, ts = jnp.array([1.3, 0.0]), jnp.zeros(2), jnp.linspace(0.0, 0.1, 3)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"_WrongMass.mass\(q\) has shape \(3, 3\), "
+                                             r"expected \(2, 2\)"):  # fmt: skip
+            simulate(_WrongMass(), q0, v0, ts)
+    # A structure that passed is not traced again; new parameter values keep that structure.
+    traced = []
+
+    class Counting(Pendulum):
+        def forces(self, t, q, v):
+            traced.append(1)
+            return super().forces(t, q, v)
+
+    simulate(Counting(m=jnp.asarray(0.7)), q0, v0, ts)
+    before = len(traced)
+    simulate(Counting(m=jnp.asarray(0.9)), q0, v0, ts)
+    assert len(traced) == before
