@@ -542,8 +542,8 @@ class JointCoordinateModel(MechanicalSystem):
     def _projected_full(self, t: ArrayLike, q: Array, v: Array) -> tuple[Array, Array]:
         """``M = Jᵀ M̄ J``, ``Q = Jᵀ (Q̄ − M̄ J̇v)`` with the full model's forces, block by block:
         M̄ is block diagonal, a modal body's modal rates are its own coordinates, so only the
-        tree bodies' 6 × n_rigid_v Jacobians multiply (the dense product with J cost ~4× the
-        rest of the projection on the 3-D shock machine)."""
+        tree bodies' 6 × n_rigid_v Jacobians multiply (on the 3-D shock machine the dense
+        product with J took ~40 µs of a ~150 µs right-hand side)."""
         n = self.full.n_bodies
         tm = self._motion(q, v)
         bias = _body_frame(tm)[1]  # (n_tree, 6)
