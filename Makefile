@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test: lint
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup --max-worker-restart=0
 
 test-slow: $(STAMP)  # only the checks `make test` leaves out for time
 	DIFFMBS_SLOW_TESTS=1 $(BIN)/python -m pytest -q -n auto --dist loadgroup -m slow

@@ -37,6 +37,10 @@ from identification._problem import evaluate, residuals_and_jacobian
 
 __all__ = ["FitResult", "gauss_newton_covariance", "load_result"]
 
+POSTERIOR_R_HAT_LIMIT = 1.1
+"""Split Gelman–Rubin r-hat above which the summary says the posterior chain has not mixed
+(Gelman et al., *Bayesian Data Analysis*, 3rd ed., §11.4)."""
+
 
 def gauss_newton_covariance(
     jac: np.ndarray,
@@ -356,6 +360,15 @@ class FitResult:
                 f"{100 * post['level']:.0f} % intervals: "
                 + ", ".join(f"{n} [{q[0]:.4g}, {q[2]:.4g}]" for n, q in post["intervals"].items())
             )
+            # NaN (a chain that never moved) counts as the worst.
+            worst = max((math.inf if math.isnan(r) else r for r in post["r_hat"].values()),
+                        default=1.0)  # fmt: skip
+            if worst > POSTERIOR_R_HAT_LIMIT:
+                lines.append(
+                    f"  the chain has not mixed (split r-hat {worst:.3g} > "
+                    f"{POSTERIOR_R_HAT_LIMIT}): these intervals are not reliable; raise "
+                    "posterior_warmup and posterior_samples"
+                )
         if self.search:
             ends = ", ".join(f"{r['loss']:.4g}" for r in self.search["refinements"])
             lines.append(

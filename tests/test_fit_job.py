@@ -188,7 +188,11 @@ def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
     assert posterior["samples"] == 8 and set(posterior["intervals"]) == {"k_channel",
                                                                           "zeta_channel"}
     lo, median, hi = posterior["intervals"]["k_channel"]
-    assert lo < median < hi
+    assert lo <= median <= hi
+    # Eight draws after a short warmup may not mix (on some CPUs the chain sticks at one
+    # value): then the summary must say so rather than report a zero-width interval.
+    if max(posterior["r_hat"].values()) > 1.1 or not lo < hi:
+        assert "the chain has not mixed" in result.summary()
     samples = np.genfromtxt(tmp_path / "out" / "posterior_samples.csv", delimiter=",",
                             names=True)  # fmt: skip
     assert len(samples) == 8 and np.all(samples["k_channel"] > 0)

@@ -3,6 +3,8 @@ unknown variance and flat priors has a Student-t posterior (ν = m − p) centre
 squares estimate with scale s² (XᵀX)⁻¹ — computed here with NumPy — and resuming from the
 chain's checkpoint gives the uninterrupted chain."""
 
+import dataclasses
+
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -73,3 +75,14 @@ def test_resumed_chain_equals_the_uninterrupted_one(fitted, tmp_path):
     resumed = sample_posterior(problem, result, num_samples=80, checkpoint=path, resume=True,
                                **settings)  # fmt: skip
     np.testing.assert_array_equal(resumed.z_samples, whole.z_samples)
+
+
+@pytest.mark.parametrize("r_hat, flagged", [(1.02, False), (1.7, True), (float("nan"), True)])
+def test_summary_says_when_the_chain_has_not_mixed(fitted, r_hat, flagged):
+    """Split r-hat above 1.1 (or NaN: eight identical draws, a chain stuck on one value) must
+    be said beside the intervals, not left to read as a tight posterior."""
+    _, _, result = fitted
+    posterior = {"level": 0.95, "samples": 8, "divergences": 0, "r_hat": {"a": 1.0, "b": r_hat},
+                 "intervals": {"a": [0.6, 0.7, 0.8], "b": [1.3, 1.3, 1.3]}}  # fmt: skip
+    summary = dataclasses.replace(result, posterior=posterior).summary()
+    assert ("the chain has not mixed" in summary) == flagged
