@@ -146,7 +146,7 @@ def test_fit_command_errors_are_one_line(tmp_path, capsys):
 
 
 def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
-    job = write_job(tmp_path)
+    job = write_job(tmp_path, FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04"))
     whole = run_fit_job(job, tmp_path / "whole", progress=False)
 
     out = tmp_path / "killed"  # killed in the middle of the global stage
