@@ -1,5 +1,7 @@
 """The test session opts in to diffmbs's global settings (float64, XLA CPU options), as a
-program using diffmbs does once at its start (``import diffmbs`` alone changes nothing)."""
+program using diffmbs does once at its start (``import diffmbs`` alone changes nothing); it
+shares compiled programs between workers through a persistent cache, and keeps each worker
+below the kernel's limit on memory regions (see ``MAX_MEMORY_REGIONS``)."""
 
 import gc
 import os
@@ -43,6 +45,7 @@ def pytest_runtest_teardown(item, nextitem):
     if _memory_regions() > MAX_MEMORY_REGIONS:
         jax.clear_caches()
         gc.collect()
+
 
 SLOW = os.environ.get("DIFFMBS_SLOW_TESTS") == "1"
 
