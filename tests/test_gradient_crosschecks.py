@@ -110,10 +110,10 @@ def forward_program(objective):
     return jax.jit(jax.vmap(row))
 
 
-def differences_and_forward(program, n, at=None):
-    """At ``at`` (default 0): fourth-order central differences of J (their points as rows of
-    ``program``, :func:`forward_program`, with zero tangents), the forward-mode gradient (n
-    rows with the unit tangents) and the aux output there — all in one call."""
+def differences_and_forward(program, n, at=None, step=REL_STEP):
+    """At ``at`` (default 0): fourth-order central differences of J of step ``step`` in z (their
+    points as rows of ``program``, :func:`forward_program`, with zero tangents), the forward-mode
+    gradient (n rows with the unit tangents) and the aux output there — all in one call."""
     at = np.zeros(n) if at is None else np.asarray(at, dtype=float)
     out = {}
 
@@ -125,7 +125,7 @@ def differences_and_forward(program, n, at=None):
         out["aux"] = jax.tree.map(lambda a: np.asarray(a[0]), aux)
         return value[n:]
 
-    reference = central_differences(values, np.zeros(n), REL_STEP, order=4, batched=True)
+    reference = central_differences(values, np.zeros(n), step, order=4, batched=True)
     return reference, out["forward"], out["aux"]
 
 

@@ -221,40 +221,44 @@ def test_pictures_of_the_machine(tmp_path):
         assert image.n_frames == 3
 
 
-GRADIENT_NAMES = ("impact.stiffness", "impact.damping", "lower_stops.stiffness",
-                  "channels.damping[2]")  # fmt: skip
-GRADIENT_DT, GRADIENT_T1 = 1e-4, 0.02  # 200 fixed steps through the blow
+BLOW_GRADIENT = dict(  # 200 fixed steps through the blow, the SRS to 2 kHz
+    names=("impact.stiffness", "impact.damping", "lower_stops.stiffness", "channels.damping[2]"),
+    duration=0.02, freqs=np.geomspace(30.0, 2000.0, 12), step=3e-4)
+BED_GRADIENT = dict(  # 3,000 fixed steps: the blow, the table on its upper stops, the bed's sway
+    names=("bed_springs.stiffness[2]", "bed_springs.damping[2]", "upper_stops.stiffness",
+           "impact.stiffness"),
+    duration=0.3, freqs=np.geomspace(3.0, 300.0, 12), step=1e-4)
+GRADIENT_DT = 1e-4
 
 
-def _gradient_objective(adjoint):
-    """``z ↦ (J, peak acceleration)``: a weighted smooth SRS (5 %, 30–2000 Hz) of the vertical
-    equipment acceleration over 20 ms from 1 mm below the anvil, the parameters ``p₀ eᶻ``, the
-    channels lumped (with the four modal channels the same check takes ~110 s, mostly compiling:
-    measured 2.6e-8 for their modal damping, 1.8e-6 at most), in joint coordinates, from the
-    nominal machine's equilibrium (held fixed: the derivative of an equilibrium is
-    test_multibody_equilibrium's; here it would double the compile). Contacts with a 10 µm
-    onset: smooth on the scale of the differences' steps (see test_gradient_crosschecks). Not
-    the bed springs: over 20 ms the 40 t bed moves the SRS by 1e-9 of the others' effect (its
-    part is the low frequencies of a 0.5 s window), nor the upper stops, reached at ~55 ms."""
+def _gradient_objective(adjoint, names, duration, freqs, step=None):
+    """``z ↦ (J, peak acceleration)``: a weighted smooth SRS (5 %) at ``freqs`` of the vertical
+    equipment acceleration over ``duration`` from 1 mm below the anvil, the parameters
+    ``p₀ eᶻ``, fixed steps of ``GRADIENT_DT``; the channels lumped (with the four modal channels
+    the blow's check takes ~110 s, mostly compiling: measured 2.6e-8 for their modal damping,
+    1.8e-6 at most), in joint coordinates, from the nominal machine's equilibrium (held fixed:
+    the derivative of an equilibrium is test_multibody_equilibrium's; here it would double the
+    compile). ``step`` is the differences' (unused here). Contacts with a 10 µm onset: smooth on the scale of the differences' steps (see
+    test_gradient_crosschecks). The bed springs act on the low frequencies of a long window
+    (3 Hz; over the blow's 20 ms they move the SRS by 1e-9 of the others' effect), the upper
+    stops from ~55 ms on."""
     import diffrax
 
     base = mwsm3d(start="impact", channels="lumped", smoothing=1e-5)
-    p0 = np.array([float(np.asarray(base.parameter(n))) for n in GRADIENT_NAMES])
-    ts = jnp.linspace(0.0, GRADIENT_T1, 201)
-    dt = GRADIENT_T1 / 200
-    freqs = np.geomspace(30.0, 2000.0, 12)
-    weights = jnp.linspace(1.0, 2.0, 12)
+    p0 = np.array([float(np.asarray(base.parameter(n))) for n in names])
+    n_steps = round(duration / GRADIENT_DT)
+    ts = jnp.linspace(0.0, duration, n_steps + 1)
+    weights = jnp.linspace(1.0, 2.0, len(freqs))
     q0, v0 = _initial_state(base)
 
     def objective(z):
         model = base
-        for name, value in zip(GRADIENT_NAMES, p0 * jnp.exp(z), strict=True):
+        for name, value in zip(names, p0 * jnp.exp(z), strict=True):
             model = model.with_parameter(name, value)
         sol = simulate(model, q0, v0, ts, stepsize_controller=diffrax.ConstantStepSize(),
-                       dt0=GRADIENT_DT, max_steps=int(GRADIENT_T1 / GRADIENT_DT) + 8,
-                       adjoint=adjoint)  # fmt: skip
+                       dt0=GRADIENT_DT, max_steps=n_steps + 8, adjoint=adjoint)  # fmt: skip
         accel = sol.sensors["equipment_acceleration"][:, 2] / G
-        spectrum = shock_response_spectrum(accel, dt, freqs, smooth=0.02)
+        spectrum = shock_response_spectrum(accel, GRADIENT_DT, freqs, smooth=0.02)
         # The peak is a diagnostic (aux): no tangent, so jnp.max is safe.
         return jnp.dot(weights, jnp.log(spectrum)), jnp.max(jax.lax.stop_gradient(jnp.abs(accel)))
 
@@ -262,15 +266,20 @@ def _gradient_objective(adjoint):
 
 
 @LUMPED_RUNS  # shares _initial_state's compiled equilibrium with the lumped runs
-def test_srs_gradient_through_the_blow_matches_differences():
-    """Forward mode (``jvp``) through 200 steps of the blow and the smooth SRS, against
-    fourth-order central differences of the same fixed-step map, for the hammer–anvil stiffness
-    and damping, the lower stops' stiffness and the channels' damping (one compiled program
-    gives both)."""
+@pytest.mark.parametrize("case", [BLOW_GRADIENT, BED_GRADIENT], ids=["blow", "bed"])
+def test_srs_gradient_through_the_blow_matches_differences(case):
+    """Forward mode (``jvp``) through the fixed steps and the smooth SRS, against fourth-order
+    central differences of the same fixed-step map (one compiled program gives both): over the
+    blow for the hammer–anvil stiffness and damping, the lower stops' stiffness and the
+    channels' damping; over 0.3 s (3,000 steps) for the bed springs' vertical stiffness and
+    damping, the upper stops' stiffness and the hammer–anvil stiffness. The bed's term is the
+    most curved (its fourth-order differences move as h⁴: 2e-4 from the truth at a step of
+    3e-4, 3e-6 at 1e-4), so that case steps 1e-4."""
     from test_gradient_crosschecks import assert_close, differences_and_forward, forward_program
 
-    program = forward_program(_gradient_objective)
-    reference, forward, peak = differences_and_forward(program, len(GRADIENT_NAMES))
+    program = forward_program(functools.partial(_gradient_objective, **case))
+    reference, forward, peak = differences_and_forward(program, len(case["names"]),
+                                                       step=case["step"])
     assert peak > 20.0  # g: the blow is in the window
     assert np.min(np.abs(forward)) > 1e-4 * np.max(np.abs(forward))  # every parameter acts
     assert_close(forward, reference, 1e-5, "3-D MWSM SRS gradient")
