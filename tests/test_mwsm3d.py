@@ -109,6 +109,7 @@ def test_machine_data_in_si():
         ({"drop_height_ft": 7.0}, r"drop_height_ft: 7.0 ft is not below the arm"),
         ({"e_impact": 1.5}, r"e_impact: must be a number in \(0, 1\]"),
         ({"modes_per_channel": 0}, r"modes_per_channel: must be a finite positive number"),
+        ({"anvil_fraction": 1.5}, r"anvil_fraction: must be in \(0, 1\)"),
     ],
 )
 def test_bad_options_are_named(options, match):
@@ -238,10 +239,10 @@ def _gradient_objective(adjoint, names, duration, freqs, step=None):
     the blow's check takes ~110 s, mostly compiling: measured 2.6e-8 for their modal damping,
     1.8e-6 at most), in joint coordinates, from the nominal machine's equilibrium (held fixed:
     the derivative of an equilibrium is test_multibody_equilibrium's; here it would double the
-    compile). ``step`` is the differences' (unused here). Contacts with a 10 µm onset: smooth on the scale of the differences' steps (see
-    test_gradient_crosschecks). The bed springs act on the low frequencies of a long window
-    (3 Hz; over the blow's 20 ms they move the SRS by 1e-9 of the others' effect), the upper
-    stops from ~55 ms on."""
+    compile). ``step`` is the differences' (unused here). Contacts with a 10 µm onset: smooth
+    on the scale of the differences' steps (see test_gradient_crosschecks). The bed springs act
+    on the low frequencies of a long window (3 Hz; over the blow's 20 ms they move the SRS by
+    1e-9 of the others' effect), the upper stops from ~55 ms on."""
     import diffrax
 
     base = mwsm3d(start="impact", channels="lumped", smoothing=1e-5)
@@ -354,3 +355,25 @@ def test_energy_is_conserved_through_an_elastic_blow():
           f"peak force {peak_force / 1e3:.0f} kN")
     assert peak_force > 1e5
     assert np.ptp(energy) < 1e-5 * hammer_kinetic
+
+
+def test_compliant_anvil_sags_by_its_spring():
+    """``anvil_hz``: the table in two plates joined by a spring (the truth of the bundled fit
+    records). At rest the upper plate and the equipment hang on it: the plate sits
+    ``(m_top + m_e) g / k`` below the lower one, ``k = m_top (2π f)²`` (1.96 µm at 400 Hz), and
+    the lower plate carries the same total load on its stops as the one-piece table."""
+    import equinox as eqx
+
+    def state(**options):
+        model = mwsm3d(start="impact", channels="lumped", coordinates="full", **options)
+        return model, np.asarray(eqx.filter_jit(type(model).initial_state)(model)[0])
+
+    model, q = state(anvil_hz=400.0)
+    m_top = 0.6 * Geometry.anvil_mass
+    k = m_top * (2 * math.pi * 400.0) ** 2
+    sag = q[model.q_slice("anvil")][2] - q[model.q_slice("anvil_top")][2]
+    assert sag == pytest.approx((m_top + Geometry.block_mass) * G / k, rel=1e-6)
+    one_piece, q1 = state()
+    assert q[model.q_slice("bed")] == pytest.approx(q1[one_piece.q_slice("bed")], abs=1e-12)
+    assert q[model.q_slice("anvil")][2] == pytest.approx(q1[one_piece.q_slice("anvil")][2],
+                                                        abs=1e-9)

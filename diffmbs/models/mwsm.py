@@ -96,7 +96,7 @@ def hammer_impact_speed(drop_height_ft: float = DROP_HEIGHT_FT) -> float:
 
 
 _NON_NEGATIVE = frozenset({"drop_height_ft", "zeta_channel", "zeta_bed", "zeta", "hammer_gap",
-                           "anvil_spring_n_per_m", "channel_damping"})  # fmt: skip
+                           "anvil_spring_n_per_m", "channel_damping", "anvil_hz"})  # fmt: skip
 _RESTITUTIONS = frozenset({"restitution", "e_impact", "e_stop"})
 
 

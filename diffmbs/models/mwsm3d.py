@@ -14,7 +14,11 @@ x–z plane about an axis along y):
 * ``anvil``: a rigid table guided by its bolts (bushing ``anvil_bolts``: lateral and yaw
   stiffness only), resting on four lower stops and limited by four upper stops ``travel_in``
   higher (``lower_stops``, ``upper_stops``: the table's four corner points against the bed's
-  stop faces, Hunt–Crossley); an off-centre blow (``impact_offset``) rocks it;
+  stop faces, Hunt–Crossley); an off-centre blow (``impact_offset``) rocks it. With
+  ``anvil_hz`` > 0 the table is compliant: a struck lower plate ``anvil`` (``anvil_fraction``
+  of the mass, the bolts, stops and pad) and an upper plate ``anvil_top`` (the channels and
+  the anvil sensor), joined by the bushing ``anvil_spring`` (vertical and rocking, the upper
+  plate's mode at ``anvil_hz`` on a fixed lower plate, 2 % damping; stiff laterally);
 * supporting channels (``channels="modal"``): two pairs (a carbuilding MC 6 × 12 and a standard
   C 6 × 8.2 each), every channel a floating-frame modal body whose frame is welded to the anvil
   at its bolts (fixed-interface modes, ``modes_per_channel`` each, modal damping
@@ -185,6 +189,8 @@ def mwsm3d(
     zeta_channel: float = DAMPING_RATIO,
     clamp_stiffness: float = 1e8,
     impact_offset: float = 0.0,
+    anvil_hz: float = 0.0,
+    anvil_fraction: float = 0.4,
     smoothing: float = 1e-6,
     coordinates: str = "joint",
 ) -> mb.JointCoordinateModel | ShockMachine3D:
@@ -194,7 +200,8 @@ def mwsm3d(
     (N/m^1.5) and restitutions as :meth:`LumpedContactModel.from_machine` (the impact's χ from
     ``e_impact`` at the impact speed, the stops' from ``e_stop`` at 0.545 of it; each stop point
     a quarter of ``k_stop``); ``impact_offset`` (m) moves the blow along y off the table's
-    centre. Default values and their sources: :mod:`diffmbs.models._mwsm3d_parts`.
+    centre; ``anvil_hz`` > 0 makes the table compliant (module docstring). Default values and
+    their sources: :mod:`diffmbs.models._mwsm3d_parts`.
 
     ``coordinates="joint"`` (default) returns the machine in joint coordinates
     (:class:`~diffmbs.multibody.JointCoordinateModel`: bed, anvil and equipment floating, the
@@ -255,9 +262,25 @@ def mwsm3d(
 
     # anvil table on its bolts and stops
     anvil_centre = np.array([0.0, 0.0, z_u + t_anvil / 2])
-    b.add_body(mb.RigidBody("anvil", mass=geo.anvil_mass,
-                            inertia=_box_inertia(geo.anvil_mass, *geo.anvil_plan, t_anvil),
+    if not 0.0 < anvil_fraction < 1.0:
+        raise ValueError(f"anvil_fraction: must be in (0, 1), got {anvil_fraction!r}")
+    lower_mass = geo.anvil_mass * (anvil_fraction if anvil_hz > 0 else 1.0)
+    b.add_body(mb.RigidBody("anvil", mass=lower_mass,
+                            inertia=_box_inertia(lower_mass, *geo.anvil_plan, t_anvil),
                             position=anvil_centre))  # fmt: skip
+    table = "anvil"  # the body that carries the channels
+    if anvil_hz > 0:
+        table, upper_mass = "anvil_top", geo.anvil_mass - lower_mass
+        upper_inertia = _box_inertia(upper_mass, *geo.anvil_plan, t_anvil)
+        b.add_body(mb.RigidBody(table, mass=upper_mass, inertia=upper_inertia,
+                                position=anvil_centre))  # fmt: skip
+        omega = 2 * math.pi * anvil_hz
+        k_v, rocking = upper_mass * omega**2, np.array(upper_inertia)[:2] * omega**2
+        b.add_force("anvil_spring", mb.Bushing(
+            "anvil", (0.0, 0.0, 0.0), table, (0.0, 0.0, 0.0),
+            stiffness=(1e9, 1e9, k_v), damping=(1e5, 1e5, 0.04 * math.sqrt(k_v * upper_mass)),
+            rotational_stiffness=(*rocking, 1e8),
+            rotational_damping=(*(0.04 * np.sqrt(rocking * upper_inertia[:2])), 1e4)))
     b.add_force("anvil_bolts", mb.Bushing("bed", anvil_centre, "anvil", (0.0, 0.0, 0.0),
                                           stiffness=(1e8, 1e8, 0.0), damping=(1e4, 1e4, 0.0),
                                           rotational_stiffness=(0.0, 0.0, 1e7),
@@ -287,7 +310,7 @@ def mwsm3d(
     if channels == "lumped":
         k_ch = m_e * (2 * math.pi * channel_hz) ** 2
         c_ch = 2 * zeta_channel * math.sqrt(k_ch * m_e)
-        b.add_force("channels", mb.Bushing("anvil", block_centre - anvil_centre, "equipment",
+        b.add_force("channels", mb.Bushing(table, block_centre - anvil_centre, "equipment",
                                            (0.0, 0.0, 0.0), stiffness=(1e9, 1e9, k_ch),
                                            damping=(1e5, 1e5, c_ch),
                                            rotational_stiffness=(1e7,) * 3,
@@ -302,7 +325,7 @@ def mwsm3d(
             origin = np.array([0.0, y, top + channel_height / 2])
             b.add_body(mb.ModalBody(name, data, damping=ModalDampingRatios(channel_damping),
                                     position=origin))  # fmt: skip
-            b.add_joint(f"bolts_{name}", mb.Fixed("anvil", origin - anvil_centre, name,
+            b.add_joint(f"bolts_{name}", mb.Fixed(table, origin - anvil_centre, name,
                                                   (0.0, 0.0, 0.0)))  # fmt: skip
             for k in range(2):
                 x = (2 * k - 1) * geo.clamp_spacing / 2
@@ -328,7 +351,7 @@ def mwsm3d(
     b.add_sensor("equipment_acceleration",
                  mb.PointAcceleration("equipment", (0.0, 0.0, t_block / 2), include_gravity=True))
     b.add_sensor("anvil_acceleration",
-                 mb.PointAcceleration("anvil", (0.0, 0.0, t_anvil / 2), include_gravity=True))
+                 mb.PointAcceleration(table, (0.0, 0.0, t_anvil / 2), include_gravity=True))
     b.add_sensor("hammer_velocity", mb.PointVelocity("hammer", (arm, 0.0, 0.0)))
     b.add_sensor("impact_force", mb.ElementForce("impact"))
     b.add_sensor("lower_stop_forces", mb.ElementForce("lower_stops"))

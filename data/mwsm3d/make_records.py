@@ -1,0 +1,99 @@
+"""Make the synthetic "measured" 3-D MWSM records in this folder (run from the repository root).
+
+    python data/mwsm3d/make_records.py          # ~10 min on 2 cores
+
+Real Medium Weight Shock Machine records are confidential, so these stand in for them. They
+come from a *truth machine that differs structurally* from the one the fit job builds
+(``diffmbs.models.mwsm3d.mwsm3d`` at its defaults):
+
+- the anvil table is compliant: a struck lower plate (40 % of its mass, with the stops) and an
+  upper plate carrying the channels, joined by a spring (``anvil_hz`` = 450 Hz);
+- each supporting channel has 16 fixed-interface modes, not 10;
+- the blow lands 30 mm off the table's centre line (``impact_offset``), so the table rocks;
+- contact, bed and damping values differ from the defaults (TRUTH).
+
+Each test is the study's sequence: static equilibrium with the hammer held, release, the fall,
+the blow and 0.5 s after it, simulated at rtol 1e-7 and saved at 50 kHz from 50 ms before the
+blow. The top-face acceleration then passes through a measurement chain: white accelerometer
+noise, a causal 4-pole Butterworth anti-aliasing filter at 2.5 kHz, and decimation to 10 kHz.
+Needs scipy (a dev dependency) for the filter. The truth values are in TRUTH and README.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.signal
+
+import diffmbs
+
+diffmbs.configure()
+
+import jax.numpy as jnp  # noqa: E402
+
+from diffmbs.io import write_csv_atomic  # noqa: E402
+from diffmbs.models import G  # noqa: E402
+from diffmbs.models.mwsm3d import mwsm3d  # noqa: E402
+from diffmbs.srs import octave_frequencies, shock_response_spectrum  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+TRUTH = {  # keywords of mwsm3d; every test shares them
+    "k_impact": 8.0e10,  # N/m^1.5, hammer–anvil
+    "e_impact": 0.40,
+    "k_stop": 1.5e11,  # N/m^1.5, all four stop points together
+    "e_stop": 0.45,
+    "bed_hz": 3.5,
+    "zeta_bed": 0.05,
+    "channel_damping": 0.03,  # modal damping ratio of every channel mode
+    # structural differences from the fitted machine
+    "anvil_hz": 450.0,
+    "anvil_fraction": 0.4,
+    "modes_per_channel": 16,
+    "impact_offset": 0.03,  # m
+}
+TESTS = (  # (file stem, equipment, drop height ft)
+    ("rigid_1ft", "rigid", 1.0),
+    ("rigid_2ft", "rigid", 2.0),
+    ("flexible_2ft", "flexible", 2.0),
+)
+BEFORE_S, AFTER_S = 0.05, 0.5  # record from 50 ms before the blow to 0.5 s after it
+SIM_RATE_HZ = 50_000.0
+DECIMATION = 5  # → 10 kHz records
+ANTI_ALIAS_HZ = 2_500.0
+NOISE_RMS_G = 0.1
+SRS_BAND_HZ = (5.0, 1000.0)
+SEED = 9013
+
+
+def measure(equipment: str, drop_height_ft: float, rng: np.random.Generator):
+    """``(time since release s, measured top-face vertical acceleration g)`` of one test."""
+    model = mwsm3d(equipment=equipment, drop_height_ft=drop_height_ft, **TRUTH)
+    blow = model.full.fall_time
+    n = int(round((BEFORE_S + AFTER_S) * SIM_RATE_HZ))
+    ts = blow - BEFORE_S + np.arange(n + 1) / SIM_RATE_HZ
+    sol = diffmbs.simulate(model, *model.initial_state(), jnp.asarray(ts), t0=0.0, rtol=1e-7,
+                           atol=1e-10, max_steps=400_000)  # fmt: skip
+    accel_g = np.asarray(sol.sensors["equipment_acceleration"])[:, 2] / G
+    noisy = accel_g + rng.normal(0.0, NOISE_RMS_G, accel_g.shape)
+    b, a = scipy.signal.butter(4, ANTI_ALIAS_HZ, fs=SIM_RATE_HZ)
+    filtered = scipy.signal.lfilter(b, a, noisy)
+    return ts[::DECIMATION], filtered[::DECIMATION]
+
+
+def main() -> None:
+    rng = np.random.default_rng(SEED)
+    freqs = octave_frequencies(*SRS_BAND_HZ, per_octave=12)
+    for stem, equipment, height in TESTS:
+        t, accel_g = measure(equipment, height, rng)
+        write_csv_atomic(HERE / f"{stem}_accel.csv", ["time_s", "equipment_accel_g"],
+                         [t, accel_g])  # fmt: skip
+        srs = np.asarray(shock_response_spectrum(accel_g, t[1] - t[0], freqs))
+        write_csv_atomic(HERE / f"{stem}_srs.csv", ["frequency_Hz", "maximax_g"], [freqs, srs])
+        print(f"{stem}: peak {np.abs(accel_g).max():.1f} g, SRS max {srs.max():.1f} g",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
