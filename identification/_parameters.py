@@ -50,7 +50,8 @@ class Parameter(eqx.Module):
     - ``path``: attribute path into the model pytree, e.g. ``"channel.stiffness"``,
       ``"springs[0].rate"`` or ``"params['k']"``; an index after an array leaf sets that
       element (``"stiffness[2]"``). The value is broadcast to the leaf's shape, so one parameter
-      may set a whole array.
+      may set a whole array. A sequence of paths sets every one of them to the one value (the
+      damping of four channels, the stiffness of the lower and the upper stops).
     - ``lower``, ``upper``: bounds in SI units (``upper`` may be ``inf`` for ``"log"`` and
       ``"linear"``, ``lower`` ``-inf`` for ``"linear"``; multi-start needs finite ones).
     - ``initial``: starting value, SI, within the bounds (strictly for ``"bounded"``).
@@ -61,7 +62,7 @@ class Parameter(eqx.Module):
     """
 
     name: str = eqx.field(static=True)
-    path: str = eqx.field(static=True)
+    path: str | tuple[str, ...] = eqx.field(static=True)
     lower: float = eqx.field(static=True)
     upper: float = eqx.field(static=True)
     initial: float = eqx.field(static=True)
@@ -72,7 +73,7 @@ class Parameter(eqx.Module):
     def __init__(
         self,
         name: str,
-        path: str,
+        path: str | Sequence[str],
         lower: float,
         upper: float,
         initial: float,
@@ -83,11 +84,16 @@ class Parameter(eqx.Module):
         if not isinstance(name, str) or not name:
             raise ValueError(f"parameter name must be a non-empty string, got {name!r}")
         self.name = name
-        try:
-            parse_path(path)
-        except (ValueError, TypeError) as err:
-            raise ValueError(f"parameter {name!r}: {err}") from None
-        self.path = path
+        paths = (path,) if isinstance(path, str) else tuple(path)
+        if not paths or len(set(paths)) != len(paths):
+            raise ValueError(f"parameter {name!r}: expected one path or distinct paths, got "
+                             f"{path!r}")  # fmt: skip
+        for one in paths:
+            try:
+                parse_path(one)
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"parameter {name!r}: {err}") from None
+        self.path = paths[0] if len(paths) == 1 else paths
         try:
             self.lower, self.upper, self.initial = float(lower), float(upper), float(initial)
         except (TypeError, ValueError):
@@ -111,6 +117,11 @@ class Parameter(eqx.Module):
             )
         self.units = units
         self._check()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Every path the value sets."""
+        return (self.path,) if isinstance(self.path, str) else self.path
 
     def _check(self) -> None:
         lo, hi, x0, name = self.lower, self.upper, self.initial, self.name
@@ -244,10 +255,11 @@ class ParameterSpace(eqx.Module):
             seen.add(prm.name)
         for i, a in enumerate(parameters):
             for b in parameters[i + 1 :]:
-                if a.path == b.path and _overlap(a.experiments, b.experiments):
+                common = sorted(set(a.paths) & set(b.paths))
+                if common and _overlap(a.experiments, b.experiments):
                     raise ValueError(
-                        f"parameters {a.name!r} and {b.name!r} both set path {a.path!r} in the "
-                        "same experiment; give them disjoint experiments"
+                        f"parameters {a.name!r} and {b.name!r} both set path {common[0]!r} in "
+                        "the same experiment; give them disjoint experiments"
                     )
         self.parameters = parameters
 
@@ -355,20 +367,22 @@ class ParameterSpace(eqx.Module):
         an element of one) of ``model``; raises ValueError naming the parameter otherwise."""
         for i in self.applying_to(experiment):
             prm = self.parameters[i]
-            try:
-                get_parameter(model, prm.path)
-            except ParameterError as err:
-                raise ValueError(
-                    f"parameter {prm.name!r}: path {prm.path!r} not found in the model "
-                    f"({type(model).__name__}) of experiment {experiment!r}: {err.reason}"
-                ) from None
+            for path in prm.paths:
+                try:
+                    get_parameter(model, path)
+                except ParameterError as err:
+                    raise ValueError(
+                        f"parameter {prm.name!r}: path {path!r} not found in the model "
+                        f"({type(model).__name__}) of experiment {experiment!r}: {err.reason}"
+                    ) from None
 
     def apply(self, model: Any, values: ArrayLike, experiment: str) -> Any:
         """A copy of ``model`` with the parameters that apply to ``experiment`` set to
         ``values`` (shape ``(p,)``, SI). Differentiable in ``values`` (``eqx.tree_at``)."""
         values = jnp.asarray(values, dtype=float)
         for i in self.applying_to(experiment):
-            model = set_parameter(model, self.parameters[i].path, values[i])
+            for path in self.parameters[i].paths:
+                model = set_parameter(model, path, values[i])
         return model
 
 

@@ -164,3 +164,23 @@ def test_a_step_budget_too_small_is_named_by_simulate_and_fit(tmp_path, capsys):
 def test_max_iterations_must_be_a_positive_integer(tmp_path, capsys, value):
     assert main(["fit", str(DEMO), "--max-iterations", value, "--out", str(tmp_path)]) == 2
     assert "--max-iterations" in capsys.readouterr().err
+
+
+STOPS = """
+[[parameters]]
+name = "k_contacts"
+path = ["stops.stiffness", "impact.stiffness"]
+lower = 1.0e9
+upper = 1.0e13
+"""
+
+
+def test_a_parameter_may_set_several_paths(tmp_path):
+    """``path = [...]`` sets every listed model value to the one parameter (initial: the first
+    path's value in the model); a bad entry is named."""
+    (prm,) = load_job(write(tmp_path, GOOD + STOPS)).parameters.parameters
+    assert prm.paths == ("stops.stiffness", "impact.stiffness") and prm.initial == 1e11
+    with pytest.raises(ConfigError, match=r"parameters\[0\]\.path: expected a path or a list"):
+        load_job(write(tmp_path, GOOD + STOPS.replace('"impact.stiffness"', "3")))
+    with pytest.raises(ConfigError, match=r"parameters\[0\]\.path: .*'impact\.stifness'"):
+        load_job(write(tmp_path, GOOD + STOPS.replace("impact.stiffness", "impact.stifness")))

@@ -173,3 +173,18 @@ def test_a_system_without_initial_state_is_refused_by_name():
         TimeHistoryExperiment("tap", Bare(jnp.asarray(1.0)), "q", jnp.linspace(0, 1, 5),
                               jnp.zeros(5))  # fmt: skip
     assert float(Bare(jnp.asarray(2.0)).with_parameter("k", 3.0).k) == 3.0
+
+
+def test_one_parameter_sets_every_path_it_lists():
+    """A parameter with several paths (the lower and upper stops' stiffness) sets each to its
+    value; a path shared with another parameter in the same experiment is refused, by name."""
+    model = LumpedContactModel.from_machine()
+    both = Parameter("k", ("stops.stiffness", "impact.stiffness"), 1e9, 1e13, 1e11)
+    space = ParameterSpace([both])
+    space.validate(model, "any")
+    changed = space.apply(model, jnp.array([3e11]), "any")
+    assert float(changed.stops.stiffness) == 3e11 and float(changed.impact.stiffness) == 3e11
+    with pytest.raises(ValueError, match="both set path 'impact.stiffness'"):
+        ParameterSpace([both, Parameter("k2", "impact.stiffness", 1e9, 1e13, 1e11)])
+    with pytest.raises(ValueError, match="distinct paths"):
+        Parameter("k3", ("impact.stiffness", "impact.stiffness"), 1e9, 1e13, 1e11)

@@ -28,7 +28,8 @@ sweeps and sensitivities the parameters::
 
     [[parameters]]
     name = "k_channel"               # label in reports
-    path = "k_channel"               # the model's parameter name; default: name
+    path = "k_channel"               # the model's parameter name; default: name. A list
+                                     # sets several to the one value (initial: the first's)
     lower = 1.0e6                    # bounds, SI
     upper = 1.0e8
     initial = 4.0e7                  # optional; default: the value in the first experiment's model
@@ -297,6 +298,16 @@ def _model_value(model: MechanicalSystem, path: str, where: str) -> tuple[float,
     return float(value), units
 
 
+def _read_paths(table: Any, where: str, name: str) -> tuple[str, ...]:
+    """``path``: one model path, or a list of them set to the one value; default ``name``."""
+    value = table.get("path", name)
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{where}.path: expected a path or a list of paths, got {value!r}")
+        return tuple(value)
+    return (read_string(table, "path", where, name),)
+
+
 def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> ParameterSpace | None:
     """The ``[[parameters]]`` tables, checked against the experiments' models."""
     if tables is None:
@@ -309,7 +320,8 @@ def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> Paramet
         where = f"parameters[{i}]"
         check_keys(table, _PARAMETER_KEYS, where)
         name = read_string(table, "name", where)
-        path = read_string(table, "path", where, name)
+        paths = _read_paths(table, where, name)
+        path = paths[0] if len(paths) == 1 else paths
         for key in ("lower", "upper"):
             if key not in table:
                 raise ConfigError(f"{where}.{key}: missing (bounds in SI units)")
@@ -330,7 +342,9 @@ def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> Paramet
         for group in groups:
             label = name if group is None else f"{name}@{group[0]}"
             model = experiments[0 if group is None else names.index(group[0])].model
-            value, units = _model_value(model, path, f"{where}.path")
+            value, units = _model_value(model, paths[0], f"{where}.path")
+            for other in paths[1:]:
+                _model_value(model, other, f"{where}.path")
             initial = table.get("initial", value)
             if not is_number(initial) or not lower <= initial <= upper:
                 raise ConfigError(f"{where}.initial: {initial!r} is outside [{lower:g}, {upper:g}]")
