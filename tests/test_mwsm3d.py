@@ -377,3 +377,30 @@ def test_compliant_anvil_sags_by_its_spring():
     assert q[model.q_slice("bed")] == pytest.approx(q1[one_piece.q_slice("bed")], abs=1e-12)
     assert q[model.q_slice("anvil")][2] == pytest.approx(q1[one_piece.q_slice("anvil")][2],
                                                         abs=1e-9)
+
+
+def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
+    """``data/mwsm3d/fit.toml``: three tests (rigid 1 ft and 2 ft, flexible 2 ft) on the
+    bundled synthetic records, the machine's parameters shared, the stops' and the channels'
+    set through several paths, every start value 2–5× off the truth of make_records.py."""
+    from pathlib import Path
+
+    from diffmbs.app import load_job
+
+    here = Path(__file__).parents[1] / "data" / "mwsm3d"
+    job = load_job(here / "fit.toml")
+    assert [e.name for e in job.experiments] == ["rigid_1ft", "rigid_2ft", "flexible_2ft"]
+    space = job.parameters
+    by_name = {p.name: p for p in space.parameters}
+    assert len(by_name["zeta_channels"].paths) == 4 and len(by_name["k_stop"].paths) == 2
+    truth = {"k_impact": 8e10, "k_stop": 1.5e11 / 4, "zeta_channels": 0.03,
+             "k_bed": (Geometry.bed_mass + Geometry.anvil_mass + Geometry.block_mass)
+             * (2 * math.pi * 3.5) ** 2}  # fmt: skip
+    for name, value in truth.items():
+        assert 2.0 <= max(by_name[name].initial / value, value / by_name[name].initial) <= 5.0
+    from diffmbs.io import read_spectrum_csv
+
+    for e in job.experiments:
+        space.validate(e.model, e.name)
+        freqs, srs = read_spectrum_csv(e.srs_path)
+        assert freqs[0] == pytest.approx(5.0) and freqs[-1] <= 1000.0 and np.all(srs > 0)
