@@ -29,6 +29,10 @@ kinds of source:
     springs at (±1.2, ±0.9) m;
   - anvil bolts: 1e8 N/m laterally and 1e7 N·m/rad in yaw (free vertically and in rocking,
     which the stops limit);
+  - a compliant anvil (off by default; ``anvil_hz`` > 0, the truth of the bundled fit records):
+    the struck lower plate 40 % of the table's mass, the plates joined vertically and in
+    rocking at ``anvil_hz`` with 2 % damping, 1e9 N/m laterally and 1e8 N·m/rad in yaw (rigid
+    on the blow's time scale);
   - supporting channels 1.2 m between the bolts that hold them to the anvil table (their ends
     clamped), the two pairs 630 mm apart (distance B), the T-clamps 480 mm apart along each
     channel (distance A), each channel of a pair 0.1 m from its partner; T-clamps 1e8 N/m in
