@@ -232,14 +232,14 @@ BED_GRADIENT = dict(  # 3,000 fixed steps: the blow, the table on its upper stop
 GRADIENT_DT = 1e-4
 
 
-def _gradient_objective(adjoint, names, duration, freqs, step=None):
+def _gradient_objective(adjoint, names, duration, freqs):
     """``z ↦ (J, peak acceleration)``: a weighted smooth SRS (5 %) at ``freqs`` of the vertical
     equipment acceleration over ``duration`` from 1 mm below the anvil, the parameters
     ``p₀ eᶻ``, fixed steps of ``GRADIENT_DT``; the channels lumped (with the four modal channels
     the blow's check takes ~110 s, mostly compiling: measured 2.6e-8 for their modal damping,
     1.8e-6 at most), in joint coordinates, from the nominal machine's equilibrium (held fixed:
     the derivative of an equilibrium is test_multibody_equilibrium's; here it would double the
-    compile). ``step`` is the differences' (unused here). Contacts with a 10 µm onset: smooth
+    compile). Contacts with a 10 µm onset: smooth
     on the scale of the differences' steps (see test_gradient_crosschecks). The bed springs act
     on the low frequencies of a long window (3 Hz; over the blow's 20 ms they move the SRS by
     1e-9 of the others' effect), the upper stops from ~55 ms on."""
@@ -278,9 +278,10 @@ def test_srs_gradient_through_the_blow_matches_differences(case):
     3e-4, 3e-6 at 1e-4), so that case steps 1e-4."""
     from test_gradient_crosschecks import assert_close, differences_and_forward, forward_program
 
-    program = forward_program(functools.partial(_gradient_objective, **case))
-    reference, forward, peak = differences_and_forward(program, len(case["names"]),
-                                                       step=case["step"])
+    options = dict(case)
+    step = options.pop("step")  # the differences'
+    program = forward_program(functools.partial(_gradient_objective, **options))
+    reference, forward, peak = differences_and_forward(program, len(options["names"]), step=step)
     assert peak > 20.0  # g: the blow is in the window
     assert np.min(np.abs(forward)) > 1e-4 * np.max(np.abs(forward))  # every parameter acts
     assert_close(forward, reference, 1e-5, "3-D MWSM SRS gradient")
