@@ -290,7 +290,7 @@ def test_srs_gradient_through_the_blow_matches_differences(case):
 @pytest.mark.parametrize("name", ["rigid", "flexible"])
 def test_bundled_jobs_build_the_machine_in_joint_coordinates(name):
     """``data/mwsm3d/*.toml`` (``diffmbs simulate``'s jobs) build the machine of their test:
-    joint coordinates, no constraint, the 40 channel modes (and the beam's 6), the top-face
+    joint coordinates, no constraint, the 40 channel modes (and the beam's 8), the top-face
     sensor."""
     from pathlib import Path
 
@@ -301,7 +301,7 @@ def test_bundled_jobs_build_the_machine_in_joint_coordinates(name):
     (experiment,) = job.experiments
     model = experiment.model
     assert isinstance(model, mb.JointCoordinateModel) and model.loop_joints == ()
-    modes = 40 + (6 if name == "flexible" else 0)
+    modes = 40 + (8 if name == "flexible" else 0)
     assert model.n_v == 1 + 3 * 6 + modes
     assert "equipment_acceleration" in model.full.sensor_names
 

@@ -175,7 +175,7 @@ def mwsm3d(
     equipment: str = "rigid",
     channels: str = "modal",
     modes_per_channel: int = 10,
-    beam_modes: int = 6,
+    beam_modes: int = 8,
     start: str = "release",
     gap: float = 1e-3,
     k_impact: float = HAMMER_CONTACT_K,
@@ -196,7 +196,10 @@ def mwsm3d(
 ) -> mb.JointCoordinateModel | ShockMachine3D:
     """The 3-D MWSM of the module docstring, in SI inside; machine options in ft / in at this
     edge. ``equipment``: ``"rigid"`` (test 1) or ``"flexible"`` (test 2). ``channels``:
-    ``"modal"`` or ``"lumped"``. ``start``: ``"release"`` or ``"impact"``. Contact stiffnesses
+    ``"modal"`` or ``"lumped"``. ``beam_modes``: the HEB 100's fixed-interface modes (the
+    lowest 8 hold both cantilevers' vertical bending, 159 Hz and 307 Hz; the lowest 6 only the
+    long one's: sideways bending and twist come first). ``start``: ``"release"`` or
+    ``"impact"``. Contact stiffnesses
     (N/m^1.5) and restitutions as :meth:`LumpedContactModel.from_machine` (the impact's χ from
     ``e_impact`` at the impact speed, the stops' from ``e_stop`` at 0.545 of it; each stop point
     a quarter of ``k_stop``); ``impact_offset`` (m) moves the blow along y off the table's
