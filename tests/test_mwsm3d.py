@@ -124,7 +124,7 @@ def lumped_channel_run(start: str, zeta_bed: float, duration: float):
     model = mwsm3d(start=start, channels="lumped", zeta_bed=zeta_bed)
     q0, v0 = _initial_state(model)
     ts = jnp.asarray(TS * duration / TS[-1])
-    return model, simulate(model, q0, v0, ts, rtol=1e-8, atol=1e-10, max_steps=100_000)
+    return model, simulate(model, q0, v0, ts, rtol=1e-6, atol=1e-9, max_steps=100_000)
 
 
 @jax.jit
