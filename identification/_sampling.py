@@ -61,15 +61,22 @@ def sample_values(
 ) -> np.ndarray:
     """``n`` parameter sets in SI, shape ``(n, p)``, spread uniformly over each parameter's
     sampling box (``log θ`` between the bounds for ``"log"`` and ``"log_bounded"``, ``θ`` for
-    ``"linear"`` and ``"bounded"``; see :meth:`Parameter.sampling_box`). ``method``: ``"lhs"`` or
-    ``"halton"``."""
+    ``"linear"`` and ``"bounded"``; see :meth:`Parameter.sampling_box`). ``method``: ``"lhs"``,
+    ``"halton"`` or ``"sobol"`` (scrambled Sobol' points, SciPy's; ``n`` a power of 2, which
+    keeps their balance)."""
     d = len(space)
     if method == "lhs":
         u = latin_hypercube(n, d, seed)
     elif method == "halton":
         u = halton(n, d, seed)
+    elif method == "sobol":
+        if n < 1 or n & (n - 1):
+            raise ValueError(f"Sobol' points keep their balance only in powers of 2; got n = {n}")
+        from scipy.stats import qmc  # a dependency of jax
+
+        u = qmc.Sobol(d, scramble=True, seed=seed).random_base2(n.bit_length() - 1)
     else:
-        raise ValueError(f"method must be 'lhs' or 'halton', got {method!r}")
+        raise ValueError(f"method must be 'lhs', 'halton' or 'sobol', got {method!r}")
     return space.from_box(u)
 
 

@@ -3,10 +3,13 @@
 ``sweep(problem, values)`` evaluates every experiment's prediction (or residuals, or the loss)
 for each row of ``values`` (shape ``(n, p)``, SI). Rows are processed in chunks of
 ``chunk_size`` (the last chunk is padded by repeating its final row, so one compiled function
-serves every chunk), which bounds memory. With several local devices (GPUs, or CPU devices from
-``XLA_FLAGS=--xla_force_host_platform_device_count=N``), each chunk is sharded across them along
-the batch axis (``jax.sharding.NamedSharding``) and the chunk size rounded up to a multiple of
-the device count.
+serves every chunk), which bounds memory. With several devices (GPUs, CPU devices from
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``, or the devices of several processes
+joined by ``jax.distributed.initialize``), each chunk is sharded across them along the batch
+axis (``jax.sharding.NamedSharding``), the chunk size rounded up to a multiple of the device
+count; each process computes its own devices' rows and receives the others' (an all-gather,
+over Gloo on CPUs). Finished chunks can be kept in a folder, so that a killed sweep resumes
+where it stopped.
 
 Helpers make the parameter sets: :func:`grid_values` (a full factorial grid, evenly spaced in
 each parameter's sampling coordinate, bounds included) and :func:`lhs_values` (a Latin
@@ -15,16 +18,21 @@ hypercube, see :func:`~identification.sample_values`).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jaxtyping import Array, ArrayLike
+from tqdm.auto import tqdm
 
+from identification._checkpoint import load_npz, save_npz
 from identification._parameters import ParameterSpace
 from identification._problem import Problem
 from identification._sampling import sample_values
@@ -55,6 +63,55 @@ def _batched(problem: Problem, values: Array, output: str):
     return jax.vmap(lambda v: _one(problem, v, output))(values)
 
 
+class _ChunkFiles:
+    """The finished chunks of a sweep, one ``chunk_<k>.npz`` each in ``folder`` (written
+    atomically by process 0, so a kill leaves whole files only). Each carries the sweep's
+    identity (parameters, experiments, output, chunk size and a hash of the parameter sets):
+    resuming a different sweep is refused, naming what differs."""
+
+    def __init__(self, folder: Path, identity: dict):
+        self.folder, self.identity = folder, identity
+
+    def path(self, k: int) -> Path:
+        return self.folder / f"chunk_{k:05d}.npz"
+
+    def finished(self, n_chunks: int) -> np.ndarray:
+        done = np.zeros(n_chunks, dtype=bool)
+        for k in range(n_chunks):
+            if self.path(k).exists():
+                meta, _, _ = load_npz(self.path(k))
+                for key, value in self.identity.items():
+                    if meta.get(key) != value:
+                        raise ValueError(
+                            f"checkpoint {self.path(k)}: {key} {meta.get(key)!r} differs from "
+                            f"this sweep's {value!r} (remove the folder to start over)"
+                        )
+                done[k] = True
+        return done
+
+    def clear(self) -> None:
+        for path in self.folder.glob("chunk_*.npz"):
+            path.unlink()
+
+    def save(self, k: int, piece: dict[str, np.ndarray]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        save_npz(self.path(k), self.identity, None, **piece)
+
+    def load(self, k: int) -> dict[str, np.ndarray]:
+        return load_npz(self.path(k))[2]
+
+
+def _identity(problem: Problem, values: np.ndarray, output: str, chunk_size: int) -> dict:
+    return {
+        "format": "identification.sweep chunk v1",
+        "parameters": list(problem.space.names),
+        "experiments": [e.name for e in problem.experiments],
+        "output": output,
+        "chunk_size": int(chunk_size),
+        "values_sha256": hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest(),
+    }
+
+
 def sweep(
     problem: Problem,
     values_batch: ArrayLike,
@@ -62,6 +119,9 @@ def sweep(
     output: Literal["predictions", "residuals", "loss"] = "predictions",
     chunk_size: int = 64,
     devices: Sequence[jax.Device] | None = None,
+    checkpoint: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = False,
 ) -> dict[str, np.ndarray] | np.ndarray:
     """Evaluate ``problem`` at each parameter set.
 
@@ -70,8 +130,17 @@ def sweep(
         values_batch: parameter sets, SI, shape ``(n, p)``, columns in ``problem.space`` order.
         output: ``"predictions"`` (experiment name → ``(n, n_i)`` predicted curves),
             ``"residuals"`` (name → ``(n, m_i)`` weighted residuals) or ``"loss"`` (``(n,)``).
-        chunk_size: rows per compiled batch (memory bound).
-        devices: devices to shard each chunk over; default all local devices.
+        chunk_size: rows per compiled batch (memory bound); rounded up to a multiple of the
+            number of devices.
+        devices: devices to shard each chunk over; default ``jax.devices()``: every device of
+            every process. In a multi-process run (``jax.distributed.initialize``) every
+            process calls ``sweep`` with the same arguments, computes its devices' share of
+            each chunk and receives the whole result.
+        checkpoint: folder for the finished chunks (``chunk_<k>.npz``, written by process 0);
+            with several processes it must be one folder that all of them see.
+        resume: skip the chunks already in ``checkpoint`` (it must hold this same sweep);
+            without it a sweep starts over.
+        progress: a progress bar over the chunks (process 0).
 
     Failed simulations give NaN rows (see :mod:`identification._experiments`).
     """
@@ -85,24 +154,58 @@ def sweep(
         raise ValueError("values_batch is empty")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    devices = list(jax.local_devices() if devices is None else devices)
+    devices = list(jax.devices() if devices is None else devices)
+    several_processes = len({d.process_index for d in devices}) > 1
     sharding = None
+    n = values.shape[0]
     if len(devices) > 1:
         chunk_size = -(-chunk_size // len(devices)) * len(devices)
         mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
         sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-    n = values.shape[0]
-    chunk_size = min(chunk_size, n) if sharding is None else chunk_size
+    else:
+        chunk_size = min(chunk_size, n)
+    n_chunks = -(-n // chunk_size)
+    files = None
+    done = np.zeros(n_chunks, dtype=bool)
+    if checkpoint is not None:
+        files = _ChunkFiles(Path(checkpoint), _identity(problem, values, output, chunk_size))
+        if jax.process_index() == 0 and not resume:
+            files.clear()
+        if resume:
+            done = files.finished(n_chunks) if jax.process_index() == 0 else done
+            if several_processes:  # every process skips the same chunks
+                done = np.asarray(multihost_utils.broadcast_one_to_all(done))
     pieces = []
-    for start in range(0, n, chunk_size):
-        chunk = values[start : start + chunk_size]
+    chunks = tqdm(range(n_chunks), desc="sweep", unit="chunk", initial=0,
+                  disable=not progress or jax.process_index() != 0)  # fmt: skip
+    for k in chunks:
+        if done[k]:
+            pieces.append(files.load(k))
+            continue
+        chunk = values[k * chunk_size : (k + 1) * chunk_size]
         rows = chunk.shape[0]
         if rows < chunk_size:
             chunk = np.concatenate([chunk, np.repeat(chunk[-1:], chunk_size - rows, axis=0)])
-        batch = jnp.asarray(chunk) if sharding is None else jax.device_put(chunk, sharding)
+        if sharding is None:
+            batch = jnp.asarray(chunk)
+        else:  # each process places only its own devices' rows
+            batch = jax.make_array_from_callback(chunk.shape, sharding, lambda i, c=chunk: c[i])
         result = _batched(problem, batch, output)
-        pieces.append(jax.tree_util.tree_map(lambda x, k=rows: np.asarray(x)[:k], result))
-    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs, axis=0), *pieces)
+        if several_processes:
+            result = multihost_utils.process_allgather(result, tiled=True)
+        piece = _as_dict(jax.tree_util.tree_map(lambda x, r=rows: np.asarray(x)[:r], result))
+        if files is not None and jax.process_index() == 0:
+            files.save(k, piece)
+        pieces.append(piece)
+    merged = {key: np.concatenate([piece[key] for piece in pieces]) for key in pieces[0]}
+    return merged[_LOSS] if output == "loss" else merged
+
+
+_LOSS = "__loss__"
+
+
+def _as_dict(result) -> dict[str, np.ndarray]:
+    return result if isinstance(result, dict) else {_LOSS: result}
 
 
 def grid_values(space: ParameterSpace, n_per_dim: int | Sequence[int]) -> np.ndarray:

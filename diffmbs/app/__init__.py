@@ -17,7 +17,6 @@ from diffmbs.app._runs import (
     problem_from_job,
     run_fit_job,
     run_sensitivity_job,
-    run_sweep_job,
     simulate_experiment,
 )
 from diffmbs.app._schema import (
@@ -30,6 +29,7 @@ from diffmbs.app._schema import (
     SweepSettings,
     load_job,
 )
+from diffmbs.app._sweep_job import join_processes, run_sweep_job
 from diffmbs.app._tables import ConfigError
 from diffmbs.app.cli import main
 
@@ -51,6 +51,7 @@ __all__ = [
     "problem_from_job",
     "run_fit_job",
     "run_sensitivity_job",
+    "join_processes",
     "run_sweep_job",
     "simulate_experiment",
 ]

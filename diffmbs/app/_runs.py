@@ -1,4 +1,5 @@
-"""What the job commands do: simulate, fit, sweep and sensitivity of a :class:`~diffmbs.app.Job`.
+"""What the job commands do: simulate, fit and sensitivity of a :class:`~diffmbs.app.Job`
+(sweeps: :mod:`diffmbs.app._sweep_job`).
 
 Each function takes a job (or its path) and an output folder, writes its files atomically and
 returns what it computed; the command line (:mod:`diffmbs.app.cli`) only parses arguments and
@@ -27,15 +28,12 @@ from identification import (
     TimeHistoryExperiment,
     fit,
     global_fit,
-    grid_values,
-    lhs_values,
     multistart,
     plot_corner,
     profile_likelihood,
     sample_posterior,
     save_sensitivity,
     srs_sensitivity,
-    sweep,
 )
 from identification._problem import evaluate
 
@@ -47,7 +45,6 @@ __all__ = [
     "problem_from_job",
     "run_fit_job",
     "run_sensitivity_job",
-    "run_sweep_job",
     "simulate_experiment",
 ]
 
@@ -323,31 +320,3 @@ def run_sensitivity_job(job: Job | str | Path, out_dir) -> dict[str, Path]:
     returns the written files by label."""
     problem = problem_from_job(job, measured=False)
     return save_sensitivity(out_dir, problem, srs_sensitivity(problem))
-
-
-def run_sweep_job(job: Job | str | Path, out_dir) -> Path:
-    """The misfit (with measured data) or the SRS of every experiment (without) at the
-    parameter sets of ``[sweep]``, all in batches (``jax.vmap``); written to ``sweep.csv``:
-    one row per set, the parameters (SI) then ``loss_dB2`` or one column per experiment and
-    frequency. Returns the CSV's path."""
-    job = _job(job)
-    measured = all(e.srs_path is not None for e in job.experiments)
-    problem = problem_from_job(job, measured=measured)
-    space, design = problem.space, job.sweep
-    if design.design == "grid":
-        values = grid_values(space, design.samples)
-    else:
-        values = lhs_values(space, design.samples, seed=design.seed)
-    columns = [f"{name} [{p.units or 'SI'}]" for name, p in zip(space.names, space.parameters,
-                                                                 strict=True)]  # fmt: skip
-    data = list(values.T)
-    if measured:
-        columns.append("loss_dB2")
-        data.append(sweep(problem, values, output="loss"))
-    else:
-        unit = job.srs.units
-        for name, srs in sweep(problem, values, output="predictions").items():
-            freqs = problem.experiment(name).abscissa
-            columns += [f"{name} {f:.6g} Hz [{unit}]" for f in freqs]
-            data += list(np.asarray(srs).T / job.srs.scale)
-    return write_csv_atomic(Path(out_dir) / "sweep.csv", columns, data)

@@ -44,9 +44,10 @@ sweeps and sensitivities the parameters::
     posterior = "nuts"               # NUTS samples of the posterior and a corner plot
 
     [sweep]
-    design = "lhs"                   # | grid
-    samples = 64                     # LHS rows, or points per parameter of a grid
+    design = "lhs"                   # | sobol | grid
+    samples = 64                     # rows (a power of 2 for sobol), or points per parameter
     seed = 0
+    chunk_size = 64                  # rows per compiled batch (memory)
 
 Every error is a :class:`~diffmbs.app.ConfigError` (a ``ValueError``) whose one-line message
 starts with the key at fault, e.g. ``experiments[1].srs: file not found: ...``.
@@ -171,23 +172,32 @@ class SRSSettings:
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """The ``[sweep]`` table: a Latin hypercube of ``samples`` rows, or a full grid of
-    ``samples`` points per parameter, over the parameters' bounds."""
+    """The ``[sweep]`` table: ``samples`` parameter sets over the parameters' bounds — a Latin
+    hypercube (``"lhs"``), scrambled Sobol' points (``"sobol"``, a power of 2) or a full grid
+    of ``samples`` points per parameter (``"grid"``) — run ``chunk_size`` at a time."""
 
     design: str = "lhs"
     samples: int = 64
     seed: int = 0
+    chunk_size: int = 64
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str = "sweep"):
-        check_keys(table, {"design", "samples", "seed"}, where)
+        check_keys(table, {"design", "samples", "seed", "chunk_size"}, where)
         design = table.get("design", cls.design)
-        if design not in ("lhs", "grid"):
-            raise ConfigError(f"{where}.design: {design!r} is neither 'lhs' nor 'grid'")
+        if design not in ("lhs", "sobol", "grid"):
+            raise ConfigError(f"{where}.design: {design!r} is not 'lhs', 'sobol' or 'grid'")
+        samples = read_integer(table, "samples", where, cls.samples, 2)
+        if design == "sobol" and samples & (samples - 1):
+            raise ConfigError(
+                f"{where}.samples: Sobol' points keep their balance only in powers of 2; got "
+                f"{samples} (use {1 << samples.bit_length()})"
+            )
         return cls(
             design=design,
-            samples=read_integer(table, "samples", where, cls.samples, 2),
+            samples=samples,
             seed=read_integer(table, "seed", where, cls.seed, 0),
+            chunk_size=read_integer(table, "chunk_size", where, cls.chunk_size, 1),
         )
 
 

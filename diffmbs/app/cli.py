@@ -27,11 +27,11 @@ from ._runs import (
     output_lock,
     run_fit_job,
     run_sensitivity_job,
-    run_sweep_job,
     simulate_experiment,
 )
 from ._schema import load_job
 from ._srs_command import add_srs_command, run_srs
+from ._sweep_job import join_processes, run_sweep_job
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -161,12 +161,18 @@ Writes into --out: sensitivity_<test>.csv (frequency_hz, one column per paramete
 """
 
 SWEEP_DESCRIPTION = """\
-Evaluate the job at many parameter sets over the [[parameters]] bounds, in batches: a Latin
-hypercube or a full grid ([sweep] design, samples, seed). With measured SRS files for every test
-it records the misfit (mean square dB), else the simulated SRS of every test.
+Evaluate the job at many parameter sets over the [[parameters]] bounds, in batches on every
+device: a Latin hypercube, scrambled Sobol' points or a full grid ([sweep] design, samples,
+seed, chunk_size). With measured SRS files for every test it records the misfit (mean square
+dB), else the simulated SRS of every test.
 
-Writes into --out: sweep.csv, one row per parameter set (the parameters in SI, then loss_dB2 or
-one column per test and frequency, in the [srs] unit).
+Several processes (on one machine or several) share the work: start the same command in each
+with --coordinator HOST:PORT (where process 0 listens), --processes N and --process-id I; they
+must share --out. A killed sweep continues with --resume.
+
+Writes into --out: sweep.csv and sweep.parquet, one row per parameter set (the parameters in SI,
+then loss_dB2 or one column per test and frequency, in the [srs] unit); sweep.png; the
+finished chunks in sweep_chunks/.
 """
 
 
@@ -218,7 +224,27 @@ def add_sweep_command(subparsers) -> None:
         subparsers, "sweep", "batched runs over the parameter bounds (TOML job file)",
         SWEEP_DESCRIPTION,
     )  # fmt: skip
-    parser.set_defaults(run=lambda args: print(run_sweep_job(args.config, _out_dir(args))))
+    parser.add_argument(
+        "--resume", action="store_true", help="skip the chunks already finished in --out"
+    )
+    parser.add_argument("--coordinator", metavar="HOST:PORT", default=None,
+                        help="join a multi-process sweep through process 0 at this address")
+    parser.add_argument("--processes", type=_positive_integer, default=1, metavar="N",
+                        help="processes in the run (with --coordinator)")
+    parser.add_argument("--process-id", type=int, default=0, metavar="I",
+                        help="this process's index, 0 … N-1 (with --coordinator)")  # fmt: skip
+    parser.set_defaults(run=_run_sweep_command)
+
+
+def _run_sweep_command(args: argparse.Namespace) -> None:
+    if args.coordinator is not None:
+        join_processes(args.coordinator, args.processes, args.process_id)
+    elif args.processes > 1:
+        raise ValueError("--processes > 1 needs --coordinator HOST:PORT")
+    csv = run_sweep_job(args.config, _out_dir(args), resume=args.resume,
+                        progress=args.process_id == 0)  # fmt: skip
+    if args.process_id == 0:
+        print(csv)
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = getattr(args, "out", None)
         if getattr(args, "config", None) is not None:
             out = _out_dir(args)  # the job commands' default folder
-        if out is None:
+        if out is None or getattr(args, "process_id", 0) != 0:  # process 0 holds the lock
             args.run(args)
         else:
             with output_lock(out):  # one run per output folder
