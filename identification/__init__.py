@@ -16,7 +16,9 @@ Generic over any model pytree (an ``equinox.Module``):
 * :func:`profile_likelihood` — confidence intervals by profiling, one-sided where only a limit
   exists; :func:`sample_posterior` — NUTS samples of the posterior (numpyro), with
   :func:`plot_corner`; the fit's own σ are widened when its residuals show model discrepancy;
-* :func:`srs_sensitivity`, :func:`sweep` — scaled sensitivities and batched forward runs;
+* :func:`srs_sensitivity`, :func:`band_sensitivity`, :func:`save_identifiability`,
+  :func:`sweep` — scaled sensitivities (per frequency band: where each parameter acts) and
+  batched forward runs;
 
 Job files and the command line are :mod:`diffmbs.app`'s, a layer above this one.
 """
@@ -51,10 +53,16 @@ from identification._sampling import (
     multistart,
     sample_values,
 )
-from identification._sensitivity import save_sensitivity, srs_sensitivity
+from identification._sensitivity import (
+    band_sensitivity,
+    save_identifiability,
+    save_sensitivity,
+    srs_sensitivity,
+)
 from identification._sweep import grid_values, lhs_values, sweep
 
 __all__ = [
+    "band_sensitivity",
     "CMAES",
     "AbstractGlobalSearch",
     "GlobalSearchResult",
@@ -92,6 +100,7 @@ __all__ = [
     "profile_likelihood",
     "sample_posterior",
     "sample_values",
+    "save_identifiability",
     "save_sensitivity",
     "srs_sensitivity",
     "sweep",

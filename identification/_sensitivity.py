@@ -31,7 +31,7 @@ from diffmbs import selection
 from diffmbs.io import atomic_write, write_csv_atomic
 from identification._problem import Problem
 
-__all__ = ["save_sensitivity", "srs_sensitivity"]
+__all__ = ["band_sensitivity", "save_identifiability", "save_sensitivity", "srs_sensitivity"]
 
 
 @eqx.filter_jit
@@ -100,4 +100,76 @@ def save_sensitivity(
         paths[f"png_{e.name}"] = atomic_write(
             directory / f"sensitivity_{safe}.png", lambda tmp, f=fig: f.savefig(tmp, dpi=120)
         )
+    return paths
+
+
+def band_sensitivity(
+    problem: Problem, sensitivities: dict[str, np.ndarray], per_octave: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where in frequency each parameter acts: the rms of ``∂ SRS_dB / ∂ ln θ`` over the
+    frequencies of every dB experiment in each band (``per_octave`` bands per octave, the
+    edges at powers of two times 1 Hz), the largest over the experiments. Returns the bands'
+    ``(lower, upper)`` edges (Hz, ``(n_bands, 2)``) and the table ``(p, n_bands)`` (dB per unit
+    ln θ); bands no experiment samples are left out."""
+    freqs = [np.asarray(e.abscissa) for e in problem.experiments if e.in_db]
+    if not freqs:
+        raise ValueError("band_sensitivity: no experiment is an SRS in dB")
+    lo = np.floor(per_octave * np.log2(min(f.min() for f in freqs)))
+    hi = np.ceil(per_octave * np.log2(max(f.max() for f in freqs)))
+    edges = 2.0 ** (np.arange(lo, hi + 1) / per_octave)
+    table = np.zeros((problem.n_parameters, len(edges) - 1))
+    sampled = np.zeros(len(edges) - 1, dtype=bool)
+    for e in problem.experiments:
+        if not e.in_db:
+            continue
+        f, sens = np.asarray(e.abscissa), np.asarray(sensitivities[e.name])
+        band = np.clip(np.searchsorted(edges, f, side="right") - 1, 0, len(edges) - 2)
+        for b in np.unique(band):
+            rms = np.sqrt(np.mean(sens[band == b] ** 2, axis=0))
+            table[:, b] = np.where(rms > table[:, b], rms, table[:, b])
+            sampled[b] = True
+    return np.stack([edges[:-1], edges[1:]], axis=1)[sampled], table[:, sampled]
+
+
+def save_identifiability(
+    directory: str | Path, names: list[str], bands: np.ndarray, table: np.ndarray,
+    relative_std: np.ndarray | None = None,
+) -> dict[str, Path]:
+    """``identifiability.csv`` (one row per band: its edges, then each parameter's rms
+    sensitivity) and ``identifiability.png``: the table as a map (parameters × bands, dB per
+    unit ln θ, log colours), beside the fitted relative standard deviations when given (log
+    axis; ∞ — not identifiable — drawn at the right edge in grey), atomically."""
+    from matplotlib.colors import LogNorm
+
+    directory = Path(directory)
+    paths = {"csv": write_csv_atomic(directory / "identifiability.csv",
+                                     ["band_lower_hz", "band_upper_hz", *names],
+                                     [bands[:, 0], bands[:, 1], *table])}  # fmt: skip
+    panels = 2 if relative_std is not None else 1
+    fig = Figure(figsize=(5.0 + 3.5 * panels, 1.2 + 0.45 * len(names)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, panels, squeeze=False, sharey=True,
+                        width_ratios=[3, 1.4][:panels])[0]  # fmt: skip
+    positive = table[table > 0]
+    floor = max(positive.max() * 1e-4, positive.min()) if positive.size else 1e-6
+    image = axes[0].imshow(np.where(table > floor, table, floor), aspect="auto", cmap="viridis",
+                           norm=LogNorm(vmin=floor, vmax=max(floor * 10, table.max())))  # fmt: skip
+    axes[0].set_xticks(range(len(bands)), [f"{np.sqrt(a * b):.3g}" for a, b in bands],
+                       rotation=60, fontsize="small")  # fmt: skip
+    axes[0].set_yticks(range(len(names)), names)
+    axes[0].set_xlabel("band centre (Hz)")
+    axes[0].set_title("where each parameter moves the SRS")
+    fig.colorbar(image, ax=axes[0], label="rms ∂SRS_dB/∂ln θ (dB)")
+    if relative_std is not None:
+        rel = np.asarray(relative_std, dtype=float)
+        finite = np.isfinite(rel)
+        right = max(1.0, 3 * rel[finite].max()) if finite.any() else 10.0
+        axes[1].barh(range(len(names)), np.where(finite, rel, right),
+                     color=["C0" if ok else "0.7" for ok in finite])  # fmt: skip
+        axes[1].axvline(1.0, color="C3", linestyle="--", linewidth=1)
+        axes[1].set_xscale("log")
+        axes[1].set_xlabel("relative std (grey: not identifiable)")
+        axes[1].set_title("how well the fit pins it")
+    paths["png"] = atomic_write(directory / "identifiability.png",
+                                lambda tmp: fig.savefig(tmp, dpi=120))  # fmt: skip
     return paths

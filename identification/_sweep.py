@@ -59,8 +59,17 @@ def _one(problem: Problem, values: Array, output: str):
 
 
 @eqx.filter_jit
-def _batched(problem: Problem, values: Array, output: str):
-    return jax.vmap(lambda v: _one(problem, v, output))(values)
+def _batched(problem: Problem, values: Array, output: str, mesh=None):
+    """``_one`` over the rows of ``values``; with a ``mesh``, each device runs its own rows as
+    a separate batch (``shard_map``). A plain sharded ``vmap`` would not do: the batched
+    adaptive solver's loop runs until every row is done, so each of its steps would wait on
+    an all-reduce across the devices (over the network between processes) — measured 5×
+    slower than one device on two CPU devices."""
+    rows = jax.vmap(lambda v: _one(problem, v, output))
+    if mesh is None:
+        return rows(values)
+    spec = jax.sharding.PartitionSpec("batch")
+    return jax.shard_map(rows, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)(values)
 
 
 class _ChunkFiles:
@@ -156,7 +165,7 @@ def sweep(
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     devices = list(jax.devices() if devices is None else devices)
     several_processes = len({d.process_index for d in devices}) > 1
-    sharding = None
+    sharding = mesh = None
     n = values.shape[0]
     if len(devices) > 1:
         chunk_size = -(-chunk_size // len(devices)) * len(devices)
@@ -190,7 +199,7 @@ def sweep(
             batch = jnp.asarray(chunk)
         else:  # each process places only its own devices' rows
             batch = jax.make_array_from_callback(chunk.shape, sharding, lambda i, c=chunk: c[i])
-        result = _batched(problem, batch, output)
+        result = _batched(problem, batch, output, mesh)
         if several_processes:
             result = multihost_utils.process_allgather(result, tiled=True)
         piece = _as_dict(jax.tree_util.tree_map(lambda x, r=rows: np.asarray(x)[:r], result))

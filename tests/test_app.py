@@ -17,7 +17,6 @@ from diffmbs.app import (
     main,
     problem_from_job,
     run_sensitivity_job,
-    run_sweep_job,
 )
 from diffmbs.channels import channel, flat_channels
 from identification import load_result
@@ -128,8 +127,8 @@ def test_multibody_fit_from_a_job_file_recovers_the_other_simulators_parameters(
     """``diffmbs fit`` on the bundled job: the drop table started 1.2–4× off every parameter,
     fitted to two SRS made by SciPy from the equations of motion written out by hand; the fit
     must land on SciPy's values (the two simulators differ only by the contact's 1 µm onset
-    smoothing and their integration errors). Then ``sensitivity`` and ``sweep`` on the same
-    job."""
+    smoothing and their integration errors). Then ``sensitivity`` on the same job (``sweep``:
+    test_sweep_job)."""
     out = tmp_path / "fit"
     assert main(["fit", str(DROP / "drop_fit.toml"), "--out", str(out)]) == 0
     report = capsys.readouterr().out
@@ -145,6 +144,3 @@ def test_multibody_fit_from_a_job_file_recovers_the_other_simulators_parameters(
     # The mount's resonance dominates the SRS near it: +1 % stiffness moves the peak up.
     assert np.max(np.abs(sensitivity["mountstiffness"])) > 1.0
 
-    csv = run_sweep_job(drop_job(tmp_path, **{"samples = 32": "samples = 3"}), tmp_path / "sweep")
-    table = np.genfromtxt(csv, delimiter=",", names=True)
-    assert table.shape == (3,) and np.all(table["loss_dB2"] > result["loss_history"][-1])

@@ -78,6 +78,9 @@ def test_demo_job_fits_the_bundled_data_within_3_db(tmp_path):
     assert len(sensitivity) == len(result.experiments["drop_2ft"]["measured"])
     for name in sensitivity.dtype.names:  # finite also for parameters pinned at a bound
         assert np.isfinite(sensitivity[name]).all(), name
+    bands = np.genfromtxt(tmp_path / "identifiability.csv", delimiter=",", names=True)
+    assert bands.dtype.names[2:] == tuple(n.replace("@", "") for n in result.parameter_names)
+    assert (tmp_path / "identifiability.png").stat().st_size > 10_000
     # result.json is written last: its presence means a complete report.
     newest = max(p.stat().st_mtime_ns for p in tmp_path.iterdir() if p.suffix in (".png", ".csv"))
     assert (tmp_path / "result.json").stat().st_mtime_ns >= newest

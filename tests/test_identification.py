@@ -439,3 +439,19 @@ def test_saved_srs_plots_are_in_the_requested_unit(tmp_path, monkeypatch):
     assert seen["units"] == "g"
     np.testing.assert_allclose(seen["measured"], [1.0, 2.0, 0.5], rtol=1e-15)
     np.testing.assert_allclose(seen["fitted"], [1.0, 1.0, 1.0], rtol=1e-12)
+
+
+def test_band_sensitivity_is_the_rms_in_each_octave_the_largest_over_tests():
+    """Octave bands with edges at powers of 2 Hz; hand values: in [4, 8) Hz the first test's
+    parameter 0 has sensitivities 1, 2, 2 (rms √3), the second's 4 (rms 4); [16, 32) is not
+    sampled and left out."""
+    from types import SimpleNamespace
+
+    tests = [SimpleNamespace(name="a", abscissa=np.array([3.0, 5.0, 6.0, 7.0, 12.0]), in_db=True),
+             SimpleNamespace(name="b", abscissa=np.array([4.0, 40.0]), in_db=True)]  # fmt: skip
+    problem = SimpleNamespace(experiments=tests, n_parameters=2)
+    sens = {"a": np.array([[3.0, 0.0], [1.0, 1.0], [2.0, 1.0], [2.0, 1.0], [-5.0, 0.5]]),
+            "b": np.array([[4.0, 0.0], [0.1, 9.0]])}  # fmt: skip
+    bands, table = idf.band_sensitivity(problem, sens)
+    np.testing.assert_array_equal(bands, [[2, 4], [4, 8], [8, 16], [32, 64]])
+    np.testing.assert_allclose(table, [[3.0, 4.0, 5.0, 0.1], [0.0, 1.0, 0.5, 9.0]])

@@ -63,11 +63,11 @@ def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(tmp_pa
     batched = sweep_module._batched
     calls = []
 
-    def crashing(problem, values, output):
+    def crashing(problem, values, output, mesh):
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("killed")
-        return batched(problem, values, output)
+        return batched(problem, values, output, mesh)
 
     monkeypatch.setattr(sweep_module, "_batched", crashing)
     with pytest.raises(RuntimeError, match="killed"):

@@ -26,12 +26,14 @@ from identification import (
     Problem,
     SRSExperiment,
     TimeHistoryExperiment,
+    band_sensitivity,
     fit,
     global_fit,
     multistart,
     plot_corner,
     profile_likelihood,
     sample_posterior,
+    save_identifiability,
     save_sensitivity,
     srs_sensitivity,
 )
@@ -172,7 +174,8 @@ def run_fit_job(
     job: Job | str | Path, out_dir, *, resume=False, progress=True, max_iterations=None
 ) -> FitResult:
     """Fit the job (a :class:`Job` or its path); write the report into ``out_dir``: the fit's
-    ``result.json`` and figures, ``sensitivity_*.csv/png`` at the fitted values, and the
+    ``result.json`` and figures, ``sensitivity_*.csv/png`` and ``identifiability.csv/png`` (per
+    octave band, beside the relative standard deviations) at the fitted values, and the
     checkpoints (``global.npz`` and ``refine_<i>.npz`` after a global stage, else
     ``checkpoint.npz``). With ``resume=True`` the checkpoints left in ``out_dir`` by an
     interrupted run are continued and the result is the same as an uninterrupted run's.
@@ -193,7 +196,8 @@ def run_fit_job(
         result = _fit(problem, settings, out_dir, max_iterations, resume, progress, status)
         _uncertainty_extras(problem, result, settings, out_dir, resume=resume, status=status)
         status("sensitivities and report")
-        save_sensitivity(out_dir, problem, srs_sensitivity(problem, result.z))
+        _save_sensitivities(out_dir, problem, srs_sensitivity(problem, result.z),
+                            result.relative_std)
         result.save(out_dir, srs_unit=(job.srs.units, job.srs.scale))  # result.json last
     return result
 
@@ -316,7 +320,20 @@ def _uncertainty_extras(problem, result, settings, out_dir: Path, *, resume, sta
 
 def run_sensitivity_job(job: Job | str | Path, out_dir) -> dict[str, Path]:
     """``∂ SRS_dB / ∂ ln θ`` of every experiment at the parameters' initial values (see
-    :func:`~identification.srs_sensitivity`), written as ``sensitivity_<test>.csv/png``;
+    :func:`~identification.srs_sensitivity`), written as ``sensitivity_<test>.csv/png`` and
+    ``identifiability.csv/png``;
     returns the written files by label."""
     problem = problem_from_job(job, measured=False)
-    return save_sensitivity(out_dir, problem, srs_sensitivity(problem))
+    return _save_sensitivities(out_dir, problem, srs_sensitivity(problem))
+
+
+def _save_sensitivities(out_dir, problem, sensitivities, relative_std=None) -> dict[str, Path]:
+    """``sensitivity_<test>.csv/png`` and, where a test is an SRS, ``identifiability.csv/png``
+    (the sensitivities per octave band, beside the fit's relative standard deviations)."""
+    paths = save_sensitivity(out_dir, problem, sensitivities)
+    if any(e.in_db for e in problem.experiments):
+        bands, table = band_sensitivity(problem, sensitivities)
+        found = save_identifiability(out_dir, list(problem.space.names), bands, table,
+                                     relative_std)  # fmt: skip
+        paths.update({f"identifiability_{k}": v for k, v in found.items()})
+    return paths

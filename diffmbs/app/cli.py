@@ -146,7 +146,8 @@ Writes into --out: result.json last (parameters, standard deviations and correla
 Gauss-Newton covariance, widened when the residuals show model discrepancy; loss history;
 per-frequency dB residuals; fraction of points within +/-3 and +/-6 dB), srs_<test>.png (fit
 over measurement with +/-3/+/-6 dB bands), convergence.png, correlation.png,
-sensitivity_<test>.csv/.png (dB per unit ln(parameter)), with [fit] profiles the
+sensitivity_<test>.csv/.png (dB per unit ln(parameter)), identifiability.csv/.png (where in
+frequency each parameter acts, per octave band, beside its relative std), with [fit] profiles the
 profile-likelihood intervals and with [fit] posterior = "nuts" a NUTS posterior (corner.png,
 posterior_samples.csv), and checkpoints of every phase: after an interruption, run the same
 command with --resume. One run at a time writes into a folder.
@@ -157,7 +158,8 @@ Sensitivity of every test's simulated SRS to each [[parameters]] entry at its in
 dB per unit change of ln(parameter), by forward-mode automatic differentiation. Measured SRS
 files are not needed (without one, the [srs] f_min..f_max band is used).
 
-Writes into --out: sensitivity_<test>.csv (frequency_hz, one column per parameter) and .png.
+Writes into --out: sensitivity_<test>.csv (frequency_hz, one column per parameter) and .png;
+identifiability.csv and .png (the rms sensitivity in each octave band, per parameter).
 """
 
 SWEEP_DESCRIPTION = """\
