@@ -7,9 +7,9 @@ serves every chunk), which bounds memory. With several devices (GPUs, CPU device
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``, or the devices of several processes
 joined by ``jax.distributed.initialize``), each chunk is sharded across them along the batch
 axis (``jax.sharding.NamedSharding``), the chunk size rounded up to a multiple of the device
-count; each process computes its own devices' rows and receives the others' (an all-gather,
-over Gloo on CPUs). Finished chunks can be kept in a folder, so that a killed sweep resumes
-where it stopped.
+count; each device runs its rows as its own batch, each process keeps its devices' rows, and
+the processes exchange them once, at the end (an all-gather, over Gloo on CPUs). Finished rows
+can be kept in a folder, so that a killed sweep resumes where it stopped.
 
 Helpers make the parameter sets: :func:`grid_values` (a full factorial grid, evenly spaced in
 each parameter's sampling coordinate, bounds included) and :func:`lhs_values` (a Latin
@@ -73,29 +73,32 @@ def _batched(problem: Problem, values: Array, output: str, mesh=None):
 
 
 class _ChunkFiles:
-    """The finished chunks of a sweep, one ``chunk_<k>.npz`` each in ``folder`` (written
-    atomically by process 0, so a kill leaves whole files only). Each carries the sweep's
-    identity (parameters, experiments, output, chunk size and a hash of the parameter sets):
-    resuming a different sweep is refused, naming what differs."""
+    """Each process's finished rows of each chunk, ``chunk_<k>_p<i>.npz`` in ``folder`` (row
+    indices and results, written atomically, so a kill leaves whole files only). Each carries
+    the sweep's identity (parameters, experiments, output, chunk size, process count and a
+    hash of the parameter sets): resuming a different sweep is refused, naming what differs."""
 
     def __init__(self, folder: Path, identity: dict):
         self.folder, self.identity = folder, identity
 
-    def path(self, k: int) -> Path:
-        return self.folder / f"chunk_{k:05d}.npz"
+    def path(self, k: int, process: int) -> Path:
+        return self.folder / f"chunk_{k:05d}_p{process}.npz"
 
-    def finished(self, n_chunks: int) -> np.ndarray:
+    def finished(self, n_chunks: int, processes: int) -> np.ndarray:
+        """Chunks whose files exist for every process."""
         done = np.zeros(n_chunks, dtype=bool)
         for k in range(n_chunks):
-            if self.path(k).exists():
-                meta, _, _ = load_npz(self.path(k))
-                for key, value in self.identity.items():
-                    if meta.get(key) != value:
-                        raise ValueError(
-                            f"checkpoint {self.path(k)}: {key} {meta.get(key)!r} differs from "
-                            f"this sweep's {value!r} (remove the folder to start over)"
-                        )
-                done[k] = True
+            paths = [self.path(k, i) for i in range(processes)]
+            for path in paths:
+                if path.exists():
+                    meta = load_npz(path)[0]
+                    for key, value in self.identity.items():
+                        if meta.get(key) != value:
+                            raise ValueError(
+                                f"checkpoint {path}: {key} {meta.get(key)!r} differs from this "
+                                f"sweep's {value!r} (remove the folder to start over)"
+                            )
+            done[k] = all(path.exists() for path in paths)
         return done
 
     def clear(self) -> None:
@@ -104,19 +107,20 @@ class _ChunkFiles:
 
     def save(self, k: int, piece: dict[str, np.ndarray]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        save_npz(self.path(k), self.identity, None, **piece)
+        save_npz(self.path(k, jax.process_index()), self.identity, None, **piece)
 
     def load(self, k: int) -> dict[str, np.ndarray]:
-        return load_npz(self.path(k))[2]
+        return load_npz(self.path(k, jax.process_index()))[2]
 
 
 def _identity(problem: Problem, values: np.ndarray, output: str, chunk_size: int) -> dict:
     return {
-        "format": "identification.sweep chunk v1",
+        "format": "identification.sweep chunk v2",
         "parameters": list(problem.space.names),
         "experiments": [e.name for e in problem.experiments],
         "output": output,
         "chunk_size": int(chunk_size),
+        "processes": jax.process_count(),
         "values_sha256": hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest(),
     }
 
@@ -143,12 +147,13 @@ def sweep(
             number of devices.
         devices: devices to shard each chunk over; default ``jax.devices()``: every device of
             every process. In a multi-process run (``jax.distributed.initialize``) every
-            process calls ``sweep`` with the same arguments, computes its devices' share of
-            each chunk and receives the whole result.
-        checkpoint: folder for the finished chunks (``chunk_<k>.npz``, written by process 0);
-            with several processes it must be one folder that all of them see.
-        resume: skip the chunks already in ``checkpoint`` (it must hold this same sweep);
-            without it a sweep starts over.
+            process calls ``sweep`` with the same arguments and computes its devices' rows of
+            each chunk; the rows are gathered once, at the end, so every process receives the
+            whole result.
+        checkpoint: folder for the finished rows (``chunk_<k>_p<i>.npz``, each process its
+            own); with several processes it must be one folder that all of them see.
+        resume: skip the chunks already in ``checkpoint`` (it must hold this same sweep, with
+            as many processes); without it a sweep starts over.
         progress: a progress bar over the chunks (process 0).
 
     Failed simulations give NaN rows (see :mod:`identification._experiments`).
@@ -164,7 +169,7 @@ def sweep(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     devices = list(jax.devices() if devices is None else devices)
-    several_processes = len({d.process_index for d in devices}) > 1
+    processes = len({d.process_index for d in devices})
     sharding = mesh = None
     n = values.shape[0]
     if len(devices) > 1:
@@ -178,13 +183,14 @@ def sweep(
     done = np.zeros(n_chunks, dtype=bool)
     if checkpoint is not None:
         files = _ChunkFiles(Path(checkpoint), _identity(problem, values, output, chunk_size))
-        if jax.process_index() == 0 and not resume:
-            files.clear()
-        if resume:
-            done = files.finished(n_chunks) if jax.process_index() == 0 else done
-            if several_processes:  # every process skips the same chunks
-                done = np.asarray(multihost_utils.broadcast_one_to_all(done))
-    pieces = []
+        if jax.process_index() == 0:
+            if resume:
+                done = files.finished(n_chunks, processes)
+            else:
+                files.clear()
+        if processes > 1:  # every process skips the same chunks, after process 0 has cleared
+            done = np.asarray(multihost_utils.broadcast_one_to_all(done))
+    pieces = []  # this process's rows: {"rows": global indices (−1: padding), leaf: values}
     chunks = tqdm(range(n_chunks), desc="sweep", unit="chunk", initial=0,
                   disable=not progress or jax.process_index() != 0)  # fmt: skip
     for k in chunks:
@@ -199,22 +205,45 @@ def sweep(
             batch = jnp.asarray(chunk)
         else:  # each process places only its own devices' rows
             batch = jax.make_array_from_callback(chunk.shape, sharding, lambda i, c=chunk: c[i])
-        result = _batched(problem, batch, output, mesh)
-        if several_processes:
-            result = multihost_utils.process_allgather(result, tiled=True)
-        piece = _as_dict(jax.tree_util.tree_map(lambda x, r=rows: np.asarray(x)[:r], result))
-        if files is not None and jax.process_index() == 0:
+        piece = _own_rows(_as_dict(_batched(problem, batch, output, mesh)), k * chunk_size, n)
+        if files is not None:
             files.save(k, piece)
         pieces.append(piece)
-    merged = {key: np.concatenate([piece[key] for piece in pieces]) for key in pieces[0]}
+    own = {key: np.concatenate([piece[key] for piece in pieces]) for key in pieces[0]}
+    if processes > 1:  # one gather for the whole sweep (equal shapes: padding included)
+        own = {key: np.asarray(multihost_utils.process_allgather(x, tiled=True))
+               for key, x in own.items()}  # fmt: skip
+    order = np.argsort(own["rows"], kind="stable")
+    order = order[own["rows"][order] >= 0]
+    merged = {key: x[order] for key, x in own.items() if key != "rows"}
     return merged[_LOSS] if output == "loss" else merged
 
 
 _LOSS = "__loss__"
 
 
-def _as_dict(result) -> dict[str, np.ndarray]:
+def _as_dict(result) -> dict:
     return result if isinstance(result, dict) else {_LOSS: result}
+
+
+def _own_rows(result: dict, first: int, n: int) -> dict[str, np.ndarray]:
+    """This process's rows of a chunk's result (its devices' shards, in the chunk's order),
+    with their global indices under ``"rows"`` (−1 for the padding past ``n``)."""
+    out: dict[str, list] = {}
+    for key, x in result.items():
+        shards = sorted(x.addressable_shards, key=lambda sh: sh.index[0].start or 0)
+        seen = set()
+        for shard in shards:
+            start = shard.index[0].start or 0
+            if start in seen:  # a replicated shard (one device's copy is enough)
+                continue
+            seen.add(start)
+            data = np.asarray(shard.data)
+            out.setdefault(key, []).append(data)
+            if key == next(iter(result)):
+                index = first + start + np.arange(data.shape[0])
+                out.setdefault("rows", []).append(np.where(index < n, index, -1))
+    return {key: np.concatenate(parts) for key, parts in out.items()}
 
 
 def grid_values(space: ParameterSpace, n_per_dim: int | Sequence[int]) -> np.ndarray:

@@ -79,7 +79,7 @@ def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(tmp_pa
     np.testing.assert_array_equal(read_table(resumed)[1], table)
 
     other = demo_job(tmp_path, samples=8)  # a different sweep in the same folder
-    with pytest.raises(ValueError, match=r"chunk_00000.npz: values_sha256 .* differs"):
+    with pytest.raises(ValueError, match=r"chunk_00000_p0.npz: values_sha256 .* differs"):
         run_sweep_job(other, tmp_path / "crashed", resume=True, progress=False)
 
 
