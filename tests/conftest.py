@@ -51,8 +51,12 @@ SLOW = os.environ.get("DIFFMBS_SLOW_TESTS") == "1"
 
 
 def pytest_collection_modifyitems(config, items):
-    """``slow`` tests (checks another test already makes on a cheaper case) run only with
-    ``DIFFMBS_SLOW_TESTS=1`` (``make test-slow``)."""
+    """``long`` tests (a minute or so each, alone in their xdist scope) go first, so that
+    xdist's scheduler, which hands out scopes in this order after the groups, does not leave
+    one worker running a long test while the other idles at the end. ``slow`` tests (checks
+    another test already makes on a cheaper case) run only with ``DIFFMBS_SLOW_TESTS=1``
+    (``make test-slow``)."""
+    items.sort(key=lambda item: "long" not in item.keywords)  # stable: same order everywhere
     if SLOW:
         return
     skip = pytest.mark.skip(reason="slow: DIFFMBS_SLOW_TESTS=1 (make test-slow) runs it")

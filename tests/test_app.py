@@ -123,6 +123,7 @@ def test_channels_of_vector_sensors():
         channel(matrix, "R[9]")
 
 
+@pytest.mark.long
 def test_multibody_fit_from_a_job_file_recovers_the_other_simulators_parameters(tmp_path, capsys):
     """``diffmbs fit`` on the bundled job: the drop table started 1.2–4× off every parameter,
     fitted to two SRS made by SciPy from the equations of motion written out by hand; the fit

@@ -55,6 +55,7 @@ def test_recovers_every_parameter_from_same_model_data_started_50_percent_off():
         assert result.parameters[name] == pytest.approx(value, rel=1e-2), name
 
 
+@pytest.mark.long
 def test_demo_job_fits_the_bundled_data_within_3_db(tmp_path):
     result = run_fit_job(DEMO, tmp_path, progress=False)
     # Its own stopping rule ends it, with no parameter on a bound, and the global stage's best
@@ -148,6 +149,7 @@ def test_fit_command_errors_are_one_line(tmp_path, capsys):
     assert err.startswith("diffmbs: error: parameters[0]") and len(err.splitlines()) == 1
 
 
+@pytest.mark.long
 def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     job = write_job(tmp_path, FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04"))
     whole = run_fit_job(job, tmp_path / "whole", progress=False)
@@ -177,6 +179,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     assert resumed.search["best_history"] == whole.search["best_history"]
 
 
+@pytest.mark.long
 def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
     text = (FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04")
             .replace("population = 8\ngenerations = 6\nrefine = 1\n",

@@ -225,6 +225,7 @@ def _modal_tree():
     return b.build()
 
 
+@pytest.mark.long
 def test_modal_bodies_in_the_tree_equal_the_maximal_kkt_solution():
     """Accelerations (deformation-dependent FFR mass, quadratic velocity forces, loads on nodes)
     and sensors in joint coordinates equal the maximal-coordinate KKT solution at a random

@@ -306,6 +306,7 @@ def test_bundled_jobs_build_the_machine_in_joint_coordinates(name):
     assert "equipment_acceleration" in model.full.sensor_names
 
 
+@pytest.mark.long
 def test_channel_stresses_at_rest_match_the_clamped_beam():
     """Held at rest, each channel is a beam clamped at its bolts carrying its own weight w and
     the two T-clamp loads P₁, P₂ (read from the clamp bushings) a = (L − A)/2 from either end:
@@ -358,6 +359,7 @@ def test_energy_is_conserved_through_an_elastic_blow():
     assert np.ptp(energy) < 1e-5 * hammer_kinetic
 
 
+@pytest.mark.long
 def test_compliant_anvil_sags_by_its_spring():
     """``anvil_hz``: the table in two plates joined by a spring (the truth of the bundled fit
     records). At rest the upper plate and the equipment hang on it: the plate sits

@@ -85,6 +85,7 @@ def test_lumped_mwsm_identification_notebook_runs_and_fits():
         assert 0.0 < rms < 6.0, (name, rms)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(sys.platform == "win32", reason="kernel start-up is slow and flaky there")
 def test_mwsm_3d_notebook_builds_simulates_and_draws():
     """Quick mode: the channels lumped, the run from just before the blow, in joint coordinates
