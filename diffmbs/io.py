@@ -13,7 +13,7 @@ import csv
 import os
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ import numpy as np
 
 __all__ = [
     "ACCELERATION_UNITS",
+    "LAB_FORMATS",
     "STANDARD_GRAVITY",
     "AccelerationRecord",
     "acceleration_scale",
@@ -52,8 +53,8 @@ class AccelerationRecord:
         dt: sample interval, s.
         channels: channel name → acceleration, m/s², each of shape ``(n_samples,)``.
         time: sample times, s, shape ``(n_samples,)``.
-        source_unit: the unit the file was written in (``"m/s2"`` or ``"g"``); the channels are
-            in m/s² regardless.
+        source_unit: the unit the file was written in (``"m/s2"`` or ``"g"``; ``"mixed"`` for a
+            lab file whose channels state different units); the channels are in m/s² regardless.
     """
 
     name: str
@@ -315,21 +316,56 @@ def _at2_values(path: Path, lines: list[str]) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
-def read_record(path, *, time_column: str | None = None, units: str | None = None):
+LAB_FORMATS = {".tdms": "read_tdms", ".uff": "read_uff58", ".unv": "read_uff58",
+               ".mat": "read_mat", ".h5": "read_hdf5", ".hdf5": "read_hdf5"}  # fmt: skip
+"""Suffixes :func:`read_record` hands to :mod:`diffmbs._lab_formats`, and the reader."""
+
+
+def read_record(
+    path, *, time_column: str | None = None, units: str | None = None,
+    channels: Sequence[str] | None = None, resample: bool = False,
+) -> AccelerationRecord:
     """Read an acceleration record, choosing the reader by suffix.
 
     ``.AT2`` (any case) → :func:`read_peer_at2` (always in g; ``units`` may only be ``None`` or
-    ``"g"`` and ``time_column`` must be ``None``); anything else → :func:`read_acceleration_csv`
-    with ``units`` defaulting to ``"m/s2"``.
+    ``"g"`` and ``time_column`` must be ``None``); ``.tdms``, ``.uff``/``.unv`` (data set 58),
+    ``.mat`` and ``.h5``/``.hdf5`` → the lab-format readers of :mod:`diffmbs._lab_formats`
+    (``time_column`` names a ``.mat``/HDF5 time variable; ``resample`` interpolates a
+    non-uniform record onto a uniform grid); anything else → :func:`read_acceleration_csv`
+    with ``units`` defaulting to ``"m/s2"``. ``channels``: the channels to keep, by name.
     """
     path = Path(path)
-    if path.suffix.lower() == ".at2":
+    suffix = path.suffix.lower()
+    if suffix in LAB_FORMATS:
+        from diffmbs import _lab_formats
+
+        reader = getattr(_lab_formats, LAB_FORMATS[suffix])
+        options = dict(channels=channels, units=units, resample=resample)
+        if suffix in (".mat", ".h5", ".hdf5"):
+            options["time"] = time_column or ""
+        elif time_column is not None:
+            raise ValueError(f"{path}: {suffix} files carry their own times; there is no time "
+                             "column to choose")  # fmt: skip
+        return reader(path, **options)
+    if resample:
+        raise ValueError(f"{path}: resampling is for the lab formats ({', '.join(LAB_FORMATS)}); "
+                         "a CSV record must be uniformly sampled")  # fmt: skip
+    if suffix == ".at2":
         if units not in (None, "g"):
             raise ValueError(f"{path}: PEER AT2 files are in g; units={units!r} does not apply")
         if time_column is not None:
             raise ValueError(f"{path}: PEER AT2 files have no time column to choose")
-        return read_peer_at2(path)
-    return read_acceleration_csv(path, time_column=time_column, units=units or "m/s2")
+        record = read_peer_at2(path)
+    else:
+        record = read_acceleration_csv(path, time_column=time_column, units=units or "m/s2")
+    if channels is None:
+        return record
+    missing = [c for c in channels if c not in record.channels]
+    if missing:
+        raise ValueError(f"{path}: no channel {missing[0]!r}; the file has "
+                         f"{', '.join(record.channels)}")  # fmt: skip
+    kept = {c: record.channels[c] for c in channels}
+    return AccelerationRecord(record.name, record.dt, kept, record.time, record.source_unit)
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import numpy as np
 
 from diffmbs.channels import flat_channels
 from diffmbs.integrate import DIAGNOSES, FAILURES, simulate
-from diffmbs.io import read_acceleration_csv, read_spectrum_csv, write_csv_atomic
+from diffmbs.io import LAB_FORMATS, read_record, read_spectrum_csv, write_csv_atomic
 from diffmbs.srs import octave_frequencies
 from identification import (
     FitResult,
@@ -156,12 +156,18 @@ def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int, opti
     (``"<test>:history"``), sample by sample in its own times (t = 0 is the model's start:
     align the record's trigger to it), residuals scaled by the record's RMS and weighted so that
     the record counts ``history_weight`` times as much as the test's SRS (``n_srs`` points)."""
-    record = read_acceleration_csv(spec.history_path, units=job.srs.units)
+    path, channel = spec.history_path, spec.history_channel
+    # A CSV record is in the [srs] unit; the lab formats state their own.
+    units = None if path.suffix.lower() in LAB_FORMATS else job.srs.units
+    try:
+        record = read_record(path, units=units, channels=None if channel is None else [channel])
+    except ValueError as err:
+        raise ConfigError(f"experiments[{i}].history: {err}") from None
     if len(record.channels) != 1:
         raise ConfigError(
-            f"experiments[{i}].history: {spec.history_path.name} has the channels "
-            f"{', '.join(record.channels)}; keep the time column and the one channel of "
-            f"{job.simulation.sensor!r}"
+            f"experiments[{i}].history: {path.name} has the channels "
+            f"{', '.join(record.channels)}; name the one of {job.simulation.sensor!r} with "
+            "history_channel"
         )
     (measured,) = record.channels.values()
     weight = spec.history_weight * np.sqrt(n_srs / measured.size)

@@ -22,7 +22,9 @@ sweeps and sensitivities the parameters::
     [[experiments]]
     name = "drop_1ft"
     srs = "test_1ft_srs.csv"         # relative to this file: frequency_Hz, value columns
-    history = "test_1ft_accel.csv"   # optional: the record itself, fitted with the SRS
+    history = "test_1ft_accel.csv"   # optional: the record itself, fitted with the SRS (CSV,
+                                     # .tdms, .uff/.unv, .mat, .h5: chosen by suffix)
+    history_channel = "top_face"     # its channel, where the file has several
     history_weight = 1.0             # its weight relative to the SRS of the test
     model = { drop_height_ft = 1.0 } # per-test options (and parameters), on top of [model]
 
@@ -204,8 +206,9 @@ class SweepSettings:
 @dataclass(frozen=True)
 class ExperimentSpec:
     """One test: its name, its model (the shared options plus its own), its measured SRS file
-    and, optionally, its measured time history (``history_path``, fitted jointly with the SRS
-    with the relative weight ``history_weight``)."""
+    and, optionally, its measured time history (``history_path``, its channel
+    ``history_channel`` where it has several, fitted jointly with the SRS with the relative
+    weight ``history_weight``)."""
 
     name: str
     model: MechanicalSystem
@@ -213,6 +216,7 @@ class ExperimentSpec:
     srs_path: Path | None
     history_path: Path | None = None
     history_weight: float = 1.0
+    history_channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,8 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
     experiments, seen = [], set()
     for i, table in enumerate(tables):
         where = f"experiments[{i}]"
-        check_keys(table, {"name", "srs", "model", "history", "history_weight"}, where)
+        check_keys(table, {"name", "srs", "model", "history", "history_channel",
+                           "history_weight"}, where)  # fmt: skip
         exp_name = read_string(table, "name", where)
         if exp_name in seen:
             raise ConfigError(f"{where}.name: duplicate experiment name {exp_name!r}")
@@ -283,10 +288,12 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
             if not history_path.is_file():
                 raise ConfigError(f"{where}.history: file not found: {history_path}")
         weight = read_number(table, "history_weight", where, 1.0)
+        channel = (read_string(table, "history_channel", where)
+                   if "history_channel" in table else None)  # fmt: skip
         if parameters:
             options["parameters"] = parameters
         experiments.append(
-            ExperimentSpec(exp_name, model, options, srs_path, history_path, weight)
+            ExperimentSpec(exp_name, model, options, srs_path, history_path, weight, channel)
         )
     return tuple(experiments)
 

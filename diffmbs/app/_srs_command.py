@@ -182,6 +182,11 @@ input files:
     in seconds (or the column named by --time-column), uniformly sampled; every other column
     is one accelerometer channel, in --units (g or m/s2, default m/s2).
   PEER NGA .AT2: read as such (always in g).
+  Lab formats, by suffix: NI .tdms (channels GROUP/CHANNEL, times from wf_increment, units
+    from unit_string), Universal File .uff/.unv (data sets 58, named by their id1, units from
+    the ordinate label), MATLAB .mat and HDF5 .h5/.hdf5 (a time vector named t or time...,
+    or by --time-column; one vector of its length per channel; HDF5 units from a "units"
+    attribute). A unit the file states wins over --units; a conflict is an error.
   Each channel of each file becomes one curve, named FILE_STEM:COLUMN.
 
 units: g means standard gravity, 1 g = {STANDARD_GRAVITY} m/s^2. The spectra are written in
@@ -202,7 +207,7 @@ example:
 def add_srs_command(subparsers) -> None:
     p = subparsers.add_parser(
         "srs",
-        help="shock response spectrum of acceleration records (CSV or PEER AT2)",
+        help="shock response spectrum of acceleration records (CSV, AT2, TDMS, UFF, MAT, HDF5)",
         description=_SRS_DESCRIPTION,
         epilog=_SRS_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -212,7 +217,7 @@ def add_srs_command(subparsers) -> None:
         nargs="+",
         metavar="INPUT",
         type=Path,
-        help="acceleration record: CSV (see above) or PEER .AT2 file",
+        help="acceleration record: CSV, PEER .AT2 or a lab format (see above)",
     )
     p.add_argument(
         "--units",
@@ -339,7 +344,7 @@ def _output_units(args: argparse.Namespace, records: Sequence[AccelerationRecord
     if args.output_units is not None:
         return args.output_units
     units = {r.source_unit for r in records}
-    if len(units) == 1:
+    if len(units) == 1 and "mixed" not in units:  # (a lab file can hold both units)
         return units.pop()
     print(
         "note: the inputs are in different units; writing m/s2 (see --output-units)",
