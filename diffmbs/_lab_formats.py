@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from diffmbs.io import (
+from diffmbs._records import (
     AccelerationRecord,
     _check_uniform_time,
     _existing_file,

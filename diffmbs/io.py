@@ -14,10 +14,20 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from diffmbs import _lab_formats
+from diffmbs._records import (
+    ACCELERATION_UNITS,
+    STANDARD_GRAVITY,
+    AccelerationRecord,
+    _check_uniform_time,
+    _existing_file,
+    acceleration_scale,
+    time_unit_scale,
+)
 
 __all__ = [
     "ACCELERATION_UNITS",
@@ -34,61 +44,9 @@ __all__ = [
     "write_csv_atomic",
 ]
 
-STANDARD_GRAVITY = 9.80665
-"""Standard acceleration of gravity g₀, m/s² (exact, by definition)."""
-
-ACCELERATION_UNITS: dict[str, float] = {"m/s2": 1.0, "g": STANDARD_GRAVITY}
-"""Accepted acceleration units and their size in m/s²."""
-
-SAMPLING_TOLERANCE = 1e-6
-"""Largest accepted relative spread (max − min)/mean of the time steps of a record."""
-
-
-@dataclass(frozen=True)
-class AccelerationRecord:
-    """A uniformly sampled, multi-channel acceleration record.
-
-    Attributes:
-        name: a label for the record, usually the file stem.
-        dt: sample interval, s.
-        channels: channel name → acceleration, m/s², each of shape ``(n_samples,)``.
-        time: sample times, s, shape ``(n_samples,)``.
-        source_unit: the unit the file was written in (``"m/s2"`` or ``"g"``; ``"mixed"`` for a
-            lab file whose channels state different units); the channels are in m/s² regardless.
-    """
-
-    name: str
-    dt: float
-    channels: dict[str, np.ndarray]
-    time: np.ndarray
-    source_unit: str = "m/s2"
-
-    @property
-    def sample_rate(self) -> float:
-        """Sample rate 1/dt, Hz."""
-        return 1.0 / self.dt
-
-
-def acceleration_scale(unit: str) -> float:
-    """Size of one ``unit`` in m/s² (``"m/s2"`` → 1, ``"g"`` → 9.80665)."""
-    try:
-        return ACCELERATION_UNITS[unit]
-    except KeyError:
-        known = ", ".join(repr(u) for u in ACCELERATION_UNITS)
-        raise ValueError(f"unknown acceleration unit {unit!r}; use one of {known}") from None
-
-
 # --------------------------------------------------------------------------------------------
 # CSV tables
 # --------------------------------------------------------------------------------------------
-
-
-def _existing_file(path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "does not exist"
-        raise ValueError(f"{path}: {what}")
-    return path
 
 
 def _parse_cell(text: str) -> float | None:
@@ -164,45 +122,6 @@ def _column_index(path: Path, header: list[str], column: str | None, default: in
     if column not in header:
         raise ValueError(f"{path}: no {role} column named {column!r}; the columns are {header}")
     return header.index(column)
-
-
-def _check_uniform_time(path: Path, name: str, time: np.ndarray) -> float:
-    """Return dt after checking that ``time`` increases strictly and uniformly."""
-    steps = np.diff(time)
-    if np.any(steps <= 0):
-        i = int(np.argmax(steps <= 0))
-        raise ValueError(
-            f"{path}: time column {name!r} is not strictly increasing: row {i + 2} has "
-            f"{float(time[i + 1]):.9g} s after {float(time[i]):.9g} s in row {i + 1}"
-        )
-    dt = (time[-1] - time[0]) / (time.size - 1)
-    spread = (steps.max() - steps.min()) / dt
-    if spread > SAMPLING_TOLERANCE:
-        i = int(np.argmax(np.abs(steps - dt)))
-        raise ValueError(
-            f"{path}: time column {name!r} is not uniformly sampled: the step from row {i + 1} "
-            f"to row {i + 2} is {float(steps[i]):.9g} s against a mean of {float(dt):.9g} s "
-            "(relative spread "
-            f"{spread:.3g}, allowed {SAMPLING_TOLERANCE:g}); resample the record, or write the "
-            f"times with more significant digits"
-        )
-    return float(dt)
-
-
-TIME_UNITS = {
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
-    "us": 1e-6, "µs": 1e-6, "usec": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
-    "ns": 1e-9, "min": 60.0, "minute": 60.0, "minutes": 60.0,
-}  # fmt: skip
-"""Units a time column's name may end with (``time_ms``, ``t [us]``, ``Time (s)``): s per unit."""
-
-
-def time_unit_scale(name: str) -> float:
-    """Seconds per unit of a time column, from the unit its name ends with (:data:`TIME_UNITS`;
-    ``time_ms`` → 1e-3); a name without a unit (``time``, ``t``) is in seconds."""
-    tokens = [t for t in re.split(r"[_\s\[\]()/]+", name.strip().lower()) if t]
-    return TIME_UNITS.get(tokens[-1], 1.0) if tokens else 1.0
 
 
 def read_acceleration_csv(path, time_column: str | None = None, units: str = "m/s2"):
@@ -337,8 +256,6 @@ def read_record(
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix in LAB_FORMATS:
-        from diffmbs import _lab_formats
-
         reader = getattr(_lab_formats, LAB_FORMATS[suffix])
         options = dict(channels=channels, units=units, resample=resample)
         if suffix in (".mat", ".h5", ".hdf5"):
