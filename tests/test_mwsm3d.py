@@ -267,7 +267,12 @@ def _gradient_objective(adjoint, names, duration, freqs):
 
 
 @LUMPED_RUNS  # shares _initial_state's compiled equilibrium with the lumped runs
-@pytest.mark.parametrize("case", [BLOW_GRADIENT, BED_GRADIENT], ids=["blow", "bed"])
+@pytest.mark.parametrize("case", [
+    # [bed] covers the impact stiffness through the blow too; contact damping and modal
+    # damping gradients have their own checks (test_mwsm_models, test_gradient_crosschecks)
+    pytest.param(BLOW_GRADIENT, marks=pytest.mark.slow),
+    BED_GRADIENT,
+], ids=["blow", "bed"])  # fmt: skip
 def test_srs_gradient_through_the_blow_matches_differences(case):
     """Forward mode (``jvp``) through the fixed steps and the smooth SRS, against fourth-order
     central differences of the same fixed-step map (one compiled program gives both): over the

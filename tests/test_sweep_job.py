@@ -35,8 +35,18 @@ def read_table(csv: Path) -> tuple[list[str], np.ndarray]:
     return header, np.loadtxt(csv, delimiter=",", skiprows=1, ndmin=2)
 
 
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """The demo sweep run whole in this process: ``(job, CSV)``."""
+    folder = tmp_path_factory.mktemp("sweep")
+    job = demo_job(folder)
+    return job, run_sweep_job(job, folder / "whole", progress=False)
+
+
 @SWEEP
-def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(tmp_path, monkeypatch):
+def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(
+    tmp_path, monkeypatch, one_process
+):
     """Six Latin-hypercube sets in chunks of two. A crash in the third chunk leaves two
     finished chunks; ``resume`` computes only the third and the table equals an uninterrupted
     run's, whose losses are :meth:`Problem.loss` at each row (to 1e-6)."""
@@ -44,8 +54,7 @@ def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(tmp_pa
 
     import identification._sweep as sweep_module
 
-    job = demo_job(tmp_path)
-    whole = run_sweep_job(job, tmp_path / "whole", progress=False)
+    job, whole = one_process
     header, table = read_table(whole)
     assert header[-1] == "loss_dB2" and table.shape == (6, len(header))
     problem = problem_from_job(load_job(job), measured=True)
@@ -55,10 +64,10 @@ def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(tmp_pa
         # (the round trip through z moves the parameters in their last bits, which the
         # adaptive steps turn into ~1e-8 of the loss)
         assert row[-1] == pytest.approx(float(problem.loss(z)), rel=1e-6)
-    parquet = pq.read_table(tmp_path / "whole" / "sweep.parquet")
+    parquet = pq.read_table(whole.parent / "sweep.parquet")
     assert parquet.column_names == header
     np.testing.assert_array_equal(np.column_stack([c.to_numpy() for c in parquet.columns]), table)
-    assert (tmp_path / "whole" / "sweep.png").stat().st_size > 10_000
+    assert (whole.parent / "sweep.png").stat().st_size > 10_000
 
     batched = sweep_module._batched
     calls = []
@@ -90,14 +99,13 @@ def _free_port() -> int:
 
 
 @SWEEP
-def test_two_processes_split_the_sweep_and_agree_with_one(tmp_path):
+def test_two_processes_split_the_sweep_and_agree_with_one(tmp_path, one_process):
     """``diffmbs sweep --coordinator 127.0.0.1:PORT --processes 2 --process-id I``: two CPU
     processes (one device each) compute half of each chunk and gather the other half over
     Gloo; process 0 writes the table, which equals the one-process run's to 1e-6 (each process
     runs batches of one row, a different compiled program from the one-process batch of two:
     its arithmetic rounds differently and the adaptive steps carry that to ~1e-7)."""
-    job = demo_job(tmp_path)
-    one = run_sweep_job(job, tmp_path / "one", progress=False)
+    job, one = one_process
     address = f"127.0.0.1:{_free_port()}"
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)  # one CPU device per process
