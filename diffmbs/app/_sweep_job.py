@@ -3,8 +3,9 @@ written as one table (CSV and Parquet) and a picture, resumable after a kill.
 
 Several processes (machines, or processes on one machine) join with
 ``jax.distributed.initialize`` (:func:`join_processes`); each computes its devices' rows of
-every chunk (:func:`identification.sweep`), and process 0 keeps the finished chunks in
-``<out>/sweep_chunks/`` and writes the results. The processes must share the output folder.
+every chunk (:func:`identification.sweep`) and keeps its finished rows in
+``<out>/sweep_chunks/``; process 0 writes the results. The processes must share the output
+folder.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from diffmbs.io import atomic_write, write_csv_atomic
 from identification import grid_values, sample_values, sweep
@@ -40,7 +43,7 @@ def run_sweep_job(
     parameter sets of ``[sweep]``, in batches of ``chunk_size`` over every device (of every
     joined process). Process 0 writes ``sweep.csv`` and ``sweep.parquet`` (one row per set:
     the parameters in SI, then ``loss_dB2`` or one column per experiment and frequency) and
-    ``sweep.png``; finished chunks stay in ``sweep_chunks/`` for ``resume``. Returns the
+    ``sweep.png``; finished rows stay in ``sweep_chunks/`` for ``resume``. Returns the
     CSV's path."""
     job = _job(job)
     out_dir = Path(out_dir)
@@ -90,15 +93,11 @@ def write_parquet_atomic(path: Path, header: list[str], columns: list[np.ndarray
 def plot_losses(path: Path, values: np.ndarray, losses: np.ndarray, space) -> Path:
     """The misfit against each parameter (one panel each; log axes for log-scaled ones), the
     best set marked: which parameters shape the misfit, and where its valley lies."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     p = values.shape[1]
     cols = min(p, 3)
     rows = -(-p // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    fig = _figure((4.2 * cols, 3.2 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     finite = np.isfinite(losses)
     best = int(np.argmin(np.where(finite, losses, np.inf))) if finite.any() else None
     panels = zip(list(axes.flat)[:p], space.names, space.parameters, strict=True)
@@ -114,22 +113,14 @@ def plot_losses(path: Path, values: np.ndarray, losses: np.ndarray, space) -> Pa
         ax.set_visible(False)
     failed = int((~finite).sum())
     fig.suptitle(f"sweep: {len(losses)} sets" + (f", {failed} failed" if failed else ""))
-    fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
 
 
 def plot_spectra(path: Path, problem, spectra: dict, units: str, scale: float) -> Path:
     """Each experiment's simulated SRS over the sweep: its median and its 5–95 % and min–max
     bands against frequency."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(spectra), figsize=(5.0 * len(spectra), 3.6), squeeze=False)
+    fig = _figure((5.0 * len(spectra), 3.6))
+    axes = fig.subplots(1, len(spectra), squeeze=False)
     for ax, (name, srs) in zip(axes.flat, spectra.items(), strict=True):
         freqs = problem.experiment(name).abscissa
         srs = np.asarray(srs) / scale
@@ -140,8 +131,12 @@ def plot_spectra(path: Path, problem, spectra: dict, units: str, scale: float) -
         ax.set(xscale="log", yscale="log", xlabel="frequency (Hz)", ylabel=f"SRS ({units})",
                title=name)  # fmt: skip
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+
+
+def _figure(size: tuple[float, float]) -> Figure:
+    """A figure on its own Agg canvas: no pyplot, so no global state (a notebook's backend
+    stays as it was) and nothing to close."""
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig

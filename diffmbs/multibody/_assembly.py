@@ -417,7 +417,8 @@ def static_equilibrium(
     # The residual's round-off floor: a spring of the largest stiffness between coordinates of
     # size |q| is only known to ~eps |q| (a 7.7e9 N/m plate spring at z = 1 m leaves 4e-12 of
     # the load); a tolerance below it is never met.
-    # A tolerance (no tangent); selected by a comparison, not jnp.maximum.
+    # A tolerance: q_ref is a constant and the whole floor is under stop_gradient, so jnp.max
+    # has no tangent to drop; floor and atol are selected by a comparison, not jnp.maximum.
     floor = jax.lax.stop_gradient(
         16 * jnp.finfo(q_ref.dtype).eps * scale * jnp.max(jnp.abs(q_ref)) / load)
     solver = optx.Newton(rtol=rtol, atol=jnp.where(floor > atol, floor, atol),
