@@ -57,7 +57,9 @@ def test_srs_end_to_end_matches_direct_call(half_sine_csv, tmp_path, capsys):
 
     data = np.loadtxt(half_sine_csv, delimiter=",", skiprows=1)
     direct = np.asarray(shock_response_spectrum(data[:, 1:].T, 1 / FS, freqs))
-    np.testing.assert_allclose(table[:, 1:], direct.T, rtol=1e-12)
+    # the command filters the record in m/s² and converts back: equal up to the recursion's
+    # round-off on data scaled by g₀
+    np.testing.assert_allclose(table[:, 1:], direct.T, rtol=1e-10)
     np.testing.assert_allclose(table[:, 2], 0.5 * table[:, 1], rtol=1e-12)
 
 
