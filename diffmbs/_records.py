@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["ACCELERATION_UNITS", "SAMPLING_TOLERANCE", "STANDARD_GRAVITY", "TIME_UNITS",
-           "AccelerationRecord", "acceleration_scale", "time_unit_scale"]  # fmt: skip
+           "AccelerationRecord", "acceleration_scale", "column_unit",
+           "time_unit_scale"]  # fmt: skip
 
 STANDARD_GRAVITY = 9.80665
 """Standard acceleration of gravity g₀, m/s² (exact, by definition)."""
@@ -56,6 +57,22 @@ def acceleration_scale(unit: str) -> float:
     except KeyError:
         known = ", ".join(repr(u) for u in ACCELERATION_UNITS)
         raise ValueError(f"unknown acceleration unit {unit!r}; use one of {known}") from None
+
+
+# A unit at the end of a column name, after a separator: ``top_g``, ``accel [g]``,
+# ``a (m/s^2)``, ``base_mps2``, ``a m/s²``.
+_UNIT_IN_NAME = re.compile(
+    r"(?:^|[_\s\[(])(g|m/s\^?2|m/s²|m/s/s|mps2|m_s2)[\])]?\s*$", re.IGNORECASE
+)
+
+
+def column_unit(name: str) -> str | None:
+    """The acceleration unit a column's name ends with (``equipment_g`` → ``"g"``,
+    ``a [m/s^2]`` → ``"m/s2"``), or ``None`` when it states none (``accel``, ``leg``)."""
+    match = _UNIT_IN_NAME.search(name.strip())
+    if match is None:
+        return None
+    return "g" if match.group(1).lower() == "g" else "m/s2"
 
 
 def _existing_file(path) -> Path:

@@ -26,6 +26,7 @@ from diffmbs._records import (
     _check_uniform_time,
     _existing_file,
     acceleration_scale,
+    column_unit,
     time_unit_scale,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "AccelerationRecord",
     "acceleration_scale",
     "atomic_write",
+    "column_unit",
     "read_acceleration_csv",
     "read_peer_at2",
     "read_record",
@@ -124,31 +126,46 @@ def _column_index(path: Path, header: list[str], column: str | None, default: in
     return header.index(column)
 
 
-def read_acceleration_csv(path, time_column: str | None = None, units: str = "m/s2"):
+def read_acceleration_csv(path, time_column: str | None = None, units: str | None = None):
     """Read a uniformly sampled acceleration record from a CSV file.
 
     Layout: one header row of column names, then one row per sample. The time column (the
     first column unless ``time_column`` names another; in the unit its name ends with, e.g.
     ``time_ms``, else seconds: :func:`time_unit_scale`) must increase with a constant step
-    (relative spread ≤ 1e-6); every other column is one accelerometer channel in ``units``.
+    (relative spread ≤ 1e-6); every other column is one accelerometer channel, in the unit its
+    name ends with (``top_g``, ``base [m/s^2]``: :func:`column_unit`), else in ``units``.
 
     Args:
         path: the CSV file.
         time_column: name of the time column; ``None`` for the first column.
-        units: unit of the channels, ``"m/s2"`` or ``"g"``.
+        units: unit of the channels, ``"m/s2"`` or ``"g"``; ``None`` (default): the units the
+            column names state, m/s² for a column that states none. A column whose name states
+            another unit than a given ``units`` is an error that names it.
 
     Returns:
         :class:`AccelerationRecord` named after the file stem, channels in m/s², each of shape
-        ``(n_samples,)``.
+        ``(n_samples,)``; its ``source_unit`` is ``"mixed"`` when the columns differ.
     """
-    scale = acceleration_scale(units)
+    if units is not None:
+        acceleration_scale(units)  # an unknown unit is named before the file is read
     path = Path(path)
     header, data = _read_table(path)
     t_index = _column_index(path, header, time_column, 0, "time")
     time = data[:, t_index] * time_unit_scale(header[t_index])
     dt = _check_uniform_time(path, header[t_index], time)
-    channels = {name: data[:, k] * scale for k, name in enumerate(header) if k != t_index}
-    return AccelerationRecord(path.stem, dt, channels, time, source_unit=units)
+    channels, unit_of = {}, {}
+    for k, name in enumerate(header):
+        if k == t_index:
+            continue
+        stated = column_unit(name)
+        if stated is not None and units is not None and stated != units:
+            raise ValueError(f"{path}: column {name!r} is in {stated} by its name, but the "
+                             f"record was asked for in {units}")  # fmt: skip
+        unit_of[name] = stated or units or "m/s2"
+        channels[name] = data[:, k] * acceleration_scale(unit_of[name])
+    found = set(unit_of.values())
+    source_unit = found.pop() if len(found) == 1 else "mixed"
+    return AccelerationRecord(path.stem, dt, channels, time, source_unit=source_unit)
 
 
 def read_spectrum_csv(path, column: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +268,8 @@ def read_record(
     ``.mat`` and ``.h5``/``.hdf5`` → the lab-format readers of :mod:`diffmbs._lab_formats`
     (``time_column`` names a ``.mat``/HDF5 time variable; ``resample`` interpolates a
     non-uniform record onto a uniform grid); anything else → :func:`read_acceleration_csv`
-    with ``units`` defaulting to ``"m/s2"``. ``channels``: the channels to keep, by name.
+    (channel units from the column names, else ``units``, else m/s²). ``channels``: the
+    channels to keep, by name.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -274,7 +292,7 @@ def read_record(
             raise ValueError(f"{path}: PEER AT2 files have no time column to choose")
         record = read_peer_at2(path)
     else:
-        record = read_acceleration_csv(path, time_column=time_column, units=units or "m/s2")
+        record = read_acceleration_csv(path, time_column=time_column, units=units)
     if channels is None:
         return record
     missing = [c for c in channels if c not in record.channels]

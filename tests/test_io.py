@@ -9,6 +9,7 @@ from diffmbs.io import (
     STANDARD_GRAVITY,
     AccelerationRecord,
     atomic_write,
+    column_unit,
     read_acceleration_csv,
     read_peer_at2,
     read_record,
@@ -75,6 +76,44 @@ def test_csv_time_column_in_the_unit_its_name_gives(tmp_path, name, dt):
     record = read_acceleration_csv(path)
     assert record.dt == pytest.approx(dt, rel=1e-15)
     np.testing.assert_allclose(record.time, [0.0, dt, 2 * dt], rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "name, unit",
+    [("top_g", "g"), ("accel [g]", "g"), ("Accel_G", "g"), ("a (m/s^2)", "m/s2"),
+     ("base_m/s2", "m/s2"), ("base_mps2", "m/s2"), ("a m/s²", "m/s2"), ("accel", None),
+     ("leg", None), ("channel_mg", None), ("g", "g")],
+)  # fmt: skip
+def test_column_unit_is_read_from_the_end_of_the_name(name, unit):
+    assert column_unit(name) == unit
+
+
+def test_csv_channel_units_come_from_the_header(tmp_path):
+    """``top_g`` in g, ``base [m/s^2]`` and a bare ``raw`` in m/s²; a given unit applies to the
+    bare columns, and one that contradicts a stated unit is an error naming the column."""
+    path = _write(tmp_path / "r.csv", "time_ms,top_g,base [m/s^2],raw\n0,1,2,3\n1,4,5,6\n")
+    record = read_acceleration_csv(path)
+    assert record.dt == pytest.approx(1e-3, rel=1e-15)
+    np.testing.assert_allclose(record.channels["top_g"], [9.80665, 4 * 9.80665], rtol=1e-15)
+    np.testing.assert_array_equal(record.channels["base [m/s^2]"], [2.0, 5.0])
+    np.testing.assert_array_equal(record.channels["raw"], [3.0, 6.0])
+    assert record.source_unit == "mixed"
+    with pytest.raises(ValueError, match=r"r.csv: column 'base \[m/s\^2\]' is in m/s2 by its"):
+        read_record(path, units="g")
+    in_g = read_record(_write(tmp_path / "g.csv", "t,top_g,raw\n0,1,2\n1,3,4\n"), units="g")
+    np.testing.assert_allclose(in_g.channels["raw"], [2 * 9.80665, 4 * 9.80665], rtol=1e-15)
+    assert in_g.source_unit == "g"
+
+
+def test_bundled_records_are_read_in_the_unit_their_header_states():
+    """The bundled records name their channel ``equipment_accel_g``: read without a unit they
+    come back in m/s², the file's numbers times g₀."""
+    path = Path(__file__).parents[1] / "data" / "mwsm" / "test_1ft_accel.csv"
+    values = np.loadtxt(path, delimiter=",", skiprows=1)
+    record = read_record(path)
+    assert record.source_unit == "g"
+    np.testing.assert_allclose(record.channels["equipment_accel_g"], values[:, 1] * 9.80665,
+                               rtol=1e-15)  # fmt: skip
 
 
 def test_csv_messages_print_plain_numbers(tmp_path):

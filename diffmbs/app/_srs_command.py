@@ -179,8 +179,9 @@ frequencies: log-spaced from --fmin to --fmax with --per-octave points per octav
 
 input files:
   CSV: one header row naming the columns, then one row per sample; the first column is time
-    in seconds (or the column named by --time-column), uniformly sampled; every other column
-    is one accelerometer channel, in --units (g or m/s2, default m/s2).
+    (or the column named by --time-column), uniformly sampled, in seconds or the unit its name
+    ends with (time_ms); every other column is one accelerometer channel, in the unit its
+    name ends with (top_g, base [m/s^2]), else in --units (g or m/s2, default m/s2).
   PEER NGA .AT2: read as such (always in g).
   Lab formats, by suffix: NI .tdms (channels GROUP/CHANNEL, times from wf_increment, units
     from unit_string), Universal File .uff/.unv (data sets 58, named by their id1, units from
@@ -223,7 +224,8 @@ def add_srs_command(subparsers) -> None:
         "--units",
         choices=["g", "m/s2"],
         default=None,
-        help="unit of the acceleration columns of CSV inputs (default m/s2)",
+        help="unit of the acceleration columns of CSV inputs (default: the unit each column's "
+        "name ends with, as in top_g or base [m/s^2]; m/s2 where it states none)",
     )
     p.add_argument(
         "--time-column",
