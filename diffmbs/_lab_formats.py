@@ -1,5 +1,6 @@
-"""Acceleration records in the formats test labs write: NI TDMS (``npTDMS``), Universal File
-Format data set 58 (``pyuff``), MATLAB ``.mat`` (``scipy.io``) and HDF5 (``h5py``).
+"""Acceleration records in the formats test labs write: NI TDMS (``npTDMS``), ASAM MDF
+(``asammdf``), Universal File Format data set 58 (``pyuff``), MATLAB ``.mat`` (``scipy.io``)
+and HDF5 (``h5py``).
 
 Every reader returns an :class:`~diffmbs.io.AccelerationRecord` in SI (m/s², s) and takes the
 same options: ``channels`` (names to keep, in that order; default all), ``units`` (the
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from diffmbs._records import (
+    UNIT_NAMES,
     AccelerationRecord,
     _check_uniform_time,
     _existing_file,
@@ -25,12 +27,7 @@ from diffmbs._records import (
     time_unit_scale,
 )
 
-__all__ = ["read_hdf5", "read_mat", "read_tdms", "read_uff58"]
-
-UNIT_NAMES = {"g": "g", "g0": "g", "gn": "g", "m/s2": "m/s2", "m/s^2": "m/s2", "m/s²": "m/s2",
-              "m s-2": "m/s2", "m/s/s": "m/s2", "m*s^-2": "m/s2"}  # fmt: skip
-"""Unit labels files carry (lower case, spaces trimmed) → :data:`diffmbs.io.ACCELERATION_UNITS`."""
-
+__all__ = ["read_hdf5", "read_mat", "read_mdf", "read_tdms", "read_uff58"]
 
 def _unit_of(path: Path, channel: str, stated: str | None, given: str | None) -> str:
     """The channel's unit: the file's (``stated``) if it has one, else ``given``, else m/s²."""
@@ -108,6 +105,35 @@ def read_tdms(path, *, channels=None, units=None, resample=False) -> Acceleratio
                 raise ValueError(f"{path}: channel {name!r} has no wf_increment (its sample step)")
             stated = channel.properties.get("unit_string")
             found[name] = (channel.time_track(), values, _unit_of(path, name, stated, units))
+    return _record(path, found, channels, resample)
+
+
+def read_mdf(path, *, channels=None, units=None, resample=False) -> AccelerationRecord:
+    """An ASAM MDF file (versions 3 and 4, ``.mf4``/``.mdf``, as data loggers write them):
+    every numeric channel of every data group with its group's master times (s); its unit
+    from the channel's own. A name that appears in several groups is ``"<name>@<group>"``
+    after the first."""
+    from asammdf import MDF
+
+    path = _existing_file(path)
+    with open(path, "rb") as f:
+        if f.read(3) != b"MDF":
+            raise ValueError(f"{path}: not a readable MDF file (no 'MDF' identification block)")
+    try:
+        mdf = MDF(path)
+    except Exception as err:  # asammdf raises several kinds on a damaged file
+        raise ValueError(f"{path}: not a readable MDF file ({err})") from None
+    found = {}
+    with mdf:
+        for signal in mdf.iter_channels(skip_master=True):
+            values = np.asarray(signal.samples)
+            if values.ndim != 1 or values.size == 0 or not np.issubdtype(values.dtype, np.number):
+                continue
+            name = signal.name
+            if name in found:
+                name = f"{name}@{signal.group_index}"
+            stated = signal.unit or None
+            found[name] = (signal.timestamps, values, _unit_of(path, name, stated, units))
     return _record(path, found, channels, resample)
 
 

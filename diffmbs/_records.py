@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["ACCELERATION_UNITS", "SAMPLING_TOLERANCE", "STANDARD_GRAVITY", "TIME_UNITS",
-           "AccelerationRecord", "acceleration_scale", "column_unit",
+           "UNIT_NAMES", "AccelerationRecord", "acceleration_scale", "column_unit",
            "time_unit_scale"]  # fmt: skip
 
 STANDARD_GRAVITY = 9.80665
@@ -59,20 +59,21 @@ def acceleration_scale(unit: str) -> float:
         raise ValueError(f"unknown acceleration unit {unit!r}; use one of {known}") from None
 
 
-# A unit at the end of a column name, after a separator: ``top_g``, ``accel [g]``,
-# ``a (m/s^2)``, ``base_mps2``, ``a m/s²``.
-_UNIT_IN_NAME = re.compile(
-    r"(?:^|[_\s\[(])(g|m/s\^?2|m/s²|m/s/s|mps2|m_s2)[\])]?\s*$", re.IGNORECASE
-)
+UNIT_NAMES = {"g": "g", "g0": "g", "gn": "g", "m/s2": "m/s2", "m/s^2": "m/s2", "m/s²": "m/s2",
+              "m s-2": "m/s2", "m/s/s": "m/s2", "m*s^-2": "m/s2", "mps2": "m/s2"}  # fmt: skip
+"""Unit labels files carry (lower case, spaces trimmed) → :data:`ACCELERATION_UNITS`."""
+
+# The last word of a column name, after a separator, in brackets or not: ``top_g``,
+# ``accel [g]``, ``a (m/s^2)``.
+_LAST_WORD = re.compile(r"(?:^|[_\s\[(])([^_\s\[\]()]+)[\])]?\s*$")
 
 
 def column_unit(name: str) -> str | None:
     """The acceleration unit a column's name ends with (``equipment_g`` → ``"g"``,
-    ``a [m/s^2]`` → ``"m/s2"``), or ``None`` when it states none (``accel``, ``leg``)."""
-    match = _UNIT_IN_NAME.search(name.strip())
-    if match is None:
-        return None
-    return "g" if match.group(1).lower() == "g" else "m/s2"
+    ``a [m/s^2]`` → ``"m/s2"``: :data:`UNIT_NAMES`), or ``None`` when it states none
+    (``accel``, ``leg``)."""
+    match = _LAST_WORD.search(name.strip())
+    return None if match is None else UNIT_NAMES.get(match.group(1).lower())
 
 
 def _existing_file(path) -> Path:

@@ -252,8 +252,9 @@ def _at2_values(path: Path, lines: list[str]) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
-LAB_FORMATS = {".tdms": "read_tdms", ".uff": "read_uff58", ".unv": "read_uff58",
-               ".mat": "read_mat", ".h5": "read_hdf5", ".hdf5": "read_hdf5"}  # fmt: skip
+LAB_FORMATS = {".tdms": "read_tdms", ".mf4": "read_mdf", ".mdf": "read_mdf", ".uff": "read_uff58",
+               ".unv": "read_uff58", ".mat": "read_mat", ".h5": "read_hdf5",
+               ".hdf5": "read_hdf5"}  # fmt: skip
 """Suffixes :func:`read_record` hands to :mod:`diffmbs._lab_formats`, and the reader."""
 
 
@@ -264,7 +265,8 @@ def read_record(
     """Read an acceleration record, choosing the reader by suffix.
 
     ``.AT2`` (any case) → :func:`read_peer_at2` (always in g; ``units`` may only be ``None`` or
-    ``"g"`` and ``time_column`` must be ``None``); ``.tdms``, ``.uff``/``.unv`` (data set 58),
+    ``"g"`` and ``time_column`` must be ``None``); ``.tdms``, ``.mf4``/``.mdf`` (ASAM MDF),
+    ``.uff``/``.unv`` (data set 58),
     ``.mat`` and ``.h5``/``.hdf5`` → the lab-format readers of :mod:`diffmbs._lab_formats`
     (``time_column`` names a ``.mat``/HDF5 time variable; ``resample`` interpolates a
     non-uniform record onto a uniform grid); anything else → :func:`read_acceleration_csv`

@@ -18,13 +18,9 @@ os.environ.setdefault(
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
-# XLA compiles the suite's programs with LLVM at -O0 (users' programs: -O3). Compiling is two
-# thirds of the suite's time and -O0 takes a third off it (the suite ran 987 s → 769 s), while
-# the tests check numbers, not speed: the code is the same, only its rounding may differ in
-# the last bits, which every tolerance here must allow anyway (XLA fuses differently on
-# other CPUs too). test_selection, which checks the compiled tangents that fusion can break,
-# compiles at users' level. Set before JAX starts (subprocesses inherit it).
-SUITE_XLA_FLAGS = "--xla_backend_optimization_level=0"
+# The suite's XLA options (compile_options.py), set before JAX starts; subprocesses inherit it.
+from compile_options import SUITE_XLA_FLAGS  # noqa: E402
+
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SUITE_XLA_FLAGS}".strip()
 

@@ -62,6 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compile_options import USERS_COMPILER_OPTIONS
 from multibody_models import four_bar
 from test_adjoint import central_differences
 from test_multibody_modal import FE, TIP
@@ -96,18 +97,21 @@ def assert_close(grad, reference, rtol, what):
     assert np.all(err <= rtol), f"{what}: {err} > {rtol}"
 
 
-def forward_program(objective):
+def forward_program(objective, optimized=False):
     """``(points (r, n), tangents (r, n)) ↦ (J (r,), J' (r,), aux)``: the values and the
     forward-mode directional derivatives (``diffrax.ForwardMode``) at every row, one compiled
     ``vmap``. Its values are the differences' and its tangents the forward-mode gradient, so one
-    program serves both (a fault in a JVP rule cannot touch the primal values)."""
+    program serves both (a fault in a JVP rule cannot touch the primal values). ``optimized``:
+    compiled with users' options, not the suite's cheaper ones (conftest.py), for a program
+    that runs longer than it compiles."""
     objective = objective(diffrax.ForwardMode())  # builds the model, outside the trace
 
     def row(z, dz):
         value, tangent, aux = jax.jvp(objective, (z,), (dz,), has_aux=True)
         return value, tangent, aux
 
-    return jax.jit(jax.vmap(row))
+    options = USERS_COMPILER_OPTIONS if optimized else None
+    return jax.jit(jax.vmap(row), compiler_options=options)
 
 
 def differences_and_forward(program, n, at=None, step=REL_STEP):

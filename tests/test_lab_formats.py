@@ -1,6 +1,6 @@
-"""The lab-format readers (``diffmbs.io.read_record`` on TDMS, UFF 58, MATLAB and HDF5):
-each reads back a file written here by that format's own library (npTDMS, pyuff, SciPy,
-h5py), channels converted to m/s² by the unit the file states."""
+"""The lab-format readers (``diffmbs.io.read_record`` on TDMS, MDF 4, UFF 58, MATLAB and HDF5):
+each reads back a file written here by that format's own library (npTDMS, asammdf, pyuff,
+SciPy, h5py), channels converted to m/s² by the unit the file states."""
 
 from pathlib import Path
 
@@ -49,6 +49,31 @@ def test_tdms_channels_by_group_and_unit(tmp_path):
         read_record(path, channels=["top"])
     with pytest.raises(ValueError, match=r"channel 'accel/top' is in 'g' by the file, not 'm/s2'"):
         read_record(path, units="m/s2")
+
+
+def test_mdf4_channels_with_their_units_and_master_times(tmp_path):
+    """A logger's MDF 4 file: two channels in one data group, and a second group at half the
+    rate whose channel repeats a name (``top@1``)."""
+    from asammdf import MDF, Signal
+
+    path = tmp_path / "logger.mf4"
+    mdf = MDF(version="4.10")
+    mdf.append([Signal(TOP_G, TIME, name="top", unit="g"),
+                Signal(ANVIL, TIME, name="anvil", unit="m/s^2")])  # fmt: skip
+    mdf.append([Signal(TOP_G[::2], TIME[::2], name="top", unit="g")])
+    mdf.save(path, overwrite=True)
+    mdf.close()
+    check(read_record(path, channels=["top", "anvil"]))
+    slow = read_record(path, channels=["top@1"])
+    assert slow.dt == pytest.approx(2 / RATE, rel=1e-12)
+    with pytest.raises(ValueError, match=r"channel 'top@1' is not sampled at the times of 'top'"):
+        read_record(path)
+    with pytest.raises(ValueError, match=r"channel 'top' is in 'g' by the file, not 'm/s2'"):
+        read_record(path, channels=["top"], units="m/s2")
+    bad = tmp_path / "bad.mf4"
+    bad.write_bytes(b"TDSm" + bytes(64))
+    with pytest.raises(ValueError, match=r"bad.mf4: not a readable MDF file"):
+        read_record(bad)
 
 
 def test_uff58_sets_named_by_id1(tmp_path):

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compile_options import USERS_COMPILER_OPTIONS
 from scipy.spatial.transform import Rotation
 
 import diffmbs.multibody as mb
@@ -21,9 +22,9 @@ from diffmbs.contact import hunt_crossley_force
 from diffmbs.rotations import quat_to_matrix
 from diffmbs.srs import shock_response_spectrum
 
-# Compiled at the optimisation level users' programs get (XLA's default, -O3), not the suite's
-# -O0 (conftest.py): the hazard these tests guard against lives in the optimised code.
-users_jit = functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 3})
+# Compiled with the options users' programs get (XLA's defaults), not the suite's cheaper ones
+# (conftest.py): the hazard these tests guard against lives in the optimised, fused code.
+users_jit = functools.partial(jax.jit, compiler_options=USERS_COMPILER_OPTIONS)
 
 # Andrews' squeezer spring legs (the repro of issue 19): a(q), b(q) from sin, cos, mul, add.
 SD, SC, XB, YB, XC, YC = 2e-2, 18e-3, -0.03635, 0.03273, 0.014, 0.072

@@ -23,7 +23,7 @@ sweeps and sensitivities the parameters::
     name = "drop_1ft"
     srs = "test_1ft_srs.csv"         # relative to this file: frequency_Hz, value columns
     history = "test_1ft_accel.csv"   # optional: the record itself, fitted with the SRS (CSV,
-                                     # .tdms, .uff/.unv, .mat, .h5: chosen by suffix)
+                                     # .tdms, .mf4, .uff/.unv, .mat, .h5: by suffix)
     history_channel = "top_face"     # its channel, where the file has several
     history_weight = 1.0             # its weight relative to the SRS of the test
     model = { drop_height_ft = 1.0 } # per-test options (and parameters), on top of [model]
