@@ -29,6 +29,7 @@ from diffmbs._records import (
 
 __all__ = ["read_hdf5", "read_mat", "read_mdf", "read_tdms", "read_uff58"]
 
+
 def _unit_of(path: Path, channel: str, stated: str | None, given: str | None) -> str:
     """The channel's unit: the file's (``stated``) if it has one, else ``given``, else m/s²."""
     if stated:

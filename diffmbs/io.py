@@ -266,10 +266,10 @@ def read_record(
 
     ``.AT2`` (any case) → :func:`read_peer_at2` (always in g; ``units`` may only be ``None`` or
     ``"g"`` and ``time_column`` must be ``None``); ``.tdms``, ``.mf4``/``.mdf`` (ASAM MDF),
-    ``.uff``/``.unv`` (data set 58),
-    ``.mat`` and ``.h5``/``.hdf5`` → the lab-format readers of :mod:`diffmbs._lab_formats`
-    (``time_column`` names a ``.mat``/HDF5 time variable; ``resample`` interpolates a
-    non-uniform record onto a uniform grid); anything else → :func:`read_acceleration_csv`
+    ``.uff``/``.unv`` (data set 58), ``.mat`` and ``.h5``/``.hdf5`` → the lab-format readers
+    of :mod:`diffmbs._lab_formats` (``time_column`` names a ``.mat``/HDF5 time variable;
+    ``resample`` interpolates a non-uniform record onto a uniform grid); anything else →
+    :func:`read_acceleration_csv`
     (channel units from the column names, else ``units``, else m/s²). ``channels``: the
     channels to keep, by name.
     """

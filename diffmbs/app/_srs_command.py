@@ -185,10 +185,10 @@ input files:
   PEER NGA .AT2: read as such (always in g).
   Lab formats, by suffix: NI .tdms (channels GROUP/CHANNEL, times from wf_increment, units
     from unit_string), ASAM MDF .mf4/.mdf (every numeric channel with its group's master
-    times and its own unit), Universal File .uff/.unv (data sets 58, named by their id1, units from
-    the ordinate label), MATLAB .mat and HDF5 .h5/.hdf5 (a time vector named t or time...,
-    or by --time-column; one vector of its length per channel; HDF5 units from a "units"
-    attribute). A unit the file states wins over --units; a conflict is an error.
+    times and its own unit), Universal File .uff/.unv (data sets 58, named by their id1,
+    units from the ordinate label), MATLAB .mat and HDF5 .h5/.hdf5 (a time vector named t or
+    time..., or by --time-column; one vector of its length per channel; HDF5 units from a
+    "units" attribute). A unit the file states wins over --units; a conflict is an error.
   Each channel of each file becomes one curve, named FILE_STEM:COLUMN.
 
 units: g means standard gravity, 1 g = {STANDARD_GRAVITY} m/s^2. The spectra are written in
