@@ -98,8 +98,9 @@ def test_third_order_with_the_jacobian_frozen_at_the_start():
 
 def test_phases_follow_the_exact_solution_and_add_up_their_steps():
     """RosenbrockW to 1 s then Tsit5: every sample (either side of the switch) within the
-    tolerance of the exact solution; the steps are the two phases' together; a switch at or
-    after the last sample leaves only the first solver (the same run as it alone)."""
+    tolerance of the exact solution; the steps are the two phases' together (within a few
+    steps that rounding can tip, measured 2 of 7,787); a switch at or after the last sample
+    leaves only the first solver (the same run as it alone)."""
     system = StructureOnSprings()
     tight = dict(rtol=1e-7, atol=1e-10, max_steps=20_000)
     phases = SolverPhases((RosenbrockW(), diffrax.Tsit5()), 1.0)
@@ -109,14 +110,19 @@ def test_phases_follow_the_exact_solution_and_add_up_their_steps():
     assert np.max(np.abs(y - reference) / np.max(np.abs(reference), axis=0)) < 1e-4
     first = simulate(system, Q0, V0, TS[:101], solver=RosenbrockW(), **tight)
     second = simulate(system, first.q_reached, first.v_reached, TS[100:], **tight)
-    np.testing.assert_array_equal(sol.q[:101], first.q)
-    np.testing.assert_array_equal(sol.q[101:], second.q[1:])  # t = 1 s: the first phase's
-    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):
-        assert int(sol.stats[key]) == int(first.stats[key]) + int(second.stats[key]), key
+    # the same steps (counted below) in other programs: equal up to rounding, which can tip an
+    # accept-or-reject decision and move the samples within the tolerance (1e-7 of the 0.1 m
+    # amplitude); the sample at t = 1 s is the first phase's
+    np.testing.assert_allclose(sol.q[:101], first.q, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(sol.q[101:], second.q[1:], rtol=0, atol=1e-8)
+    for key in ("num_steps", "num_accepted_steps", "num_rejected_steps"):  # ~7,800 in all
+        parts = int(first.stats[key]) + int(second.stats[key])
+        assert abs(int(sol.stats[key]) - parts) <= 0.005 * int(sol.stats["num_steps"]), key
 
     late = SolverPhases((RosenbrockW(), diffrax.Tsit5()), 2.0)
     alone = simulate(system, Q0, V0, TS, solver=RosenbrockW(), **tight)
-    np.testing.assert_array_equal(simulate(system, Q0, V0, TS, solver=late, **tight).q, alone.q)
+    np.testing.assert_allclose(simulate(system, Q0, V0, TS, solver=late, **tight).q, alone.q,
+                               rtol=0, atol=1e-8)  # fmt: skip
 
 
 def test_a_failure_in_either_phase_names_its_time():
@@ -145,8 +151,12 @@ def test_phases_are_differentiable_through_the_switch():
     discrete map (measured 1.4e-7). Adaptive steps: reverse mode (checkpointed adjoint in the
     implicit phase, the discrete adjoint in the explicit one) equals forward mode to the run's
     tolerance: forward mode also differentiates the step sizes the controller picks, the
-    discrete adjoint holds them fixed (measured 1.2e-5 on the stiff part's 1e-7 m stretch, which
-    sits 10⁴ atol above zero)."""
+    discrete adjoint holds them fixed. For the soft spring that difference is 3e-5. For the
+    stiff one it is the integration error itself: its derivative runs through the stiff part's
+    1e-7 m stretch, 10⁴ atol above zero, and comes out −1.56 … −1.58 from the adaptive runs
+    (−1.09 from the fixed steps' map), moving by 1 % with the last bits of rounding (XLA's
+    optimisation level), so reverse and forward agree there only to ~1 %. The fixed-step check
+    holds both to 1e-6."""
     ts = jnp.linspace(0.0, 0.2, 21)
     phases = SolverPhases((RosenbrockW(), diffrax.Tsit5()), 0.08)
     weights = 1.0 + jnp.sin(7.0 * ts)
@@ -177,7 +187,8 @@ def test_phases_are_differentiable_through_the_switch():
     reverse = np.asarray(jax.grad(loss)(z))
     forward = np.asarray(jax.jacfwd(lambda z: loss(z, diffrax.ForwardMode()))(z))
     print("reverse", reverse, "forward", forward)
-    np.testing.assert_allclose(reverse, forward, rtol=5e-4)
+    np.testing.assert_allclose(reverse[0], forward[0], rtol=5e-4)
+    np.testing.assert_allclose(reverse[1], forward[1], rtol=2e-2)
 
 
 def test_switch_times_are_checked():
