@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo demo-srs test test-slow lint bench clean
+.PHONY: install demo demo-srs docs test test-slow lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,9 @@ demo: $(STAMP)
 demo-srs: $(STAMP)
 	$(BIN)/python -m diffmbs.app.demo --out runs/demo-srs
 
+docs: $(STAMP)  # the site into site/, the notebooks executed (DIFFMBS_NOTEBOOK_QUICK=1: quick settings)
+	NO_MKDOCS_2_WARNING=1 DIFFMBS_DOCS_EXECUTE=true $(BIN)/mkdocs build --strict
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
@@ -36,4 +39,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/mwsm.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache build *.egg-info
+	rm -rf $(VENV) runs .pytest_cache build site *.egg-info

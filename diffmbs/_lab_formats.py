@@ -62,7 +62,7 @@ def _record(path: Path, found: dict[str, tuple[np.ndarray, np.ndarray, str]],
             raise ValueError(f"{path}: channel {names[0]!r}: times must increase to resample")
         step = float(np.median(steps))
         time = time[0] + step * np.arange(int(round((time[-1] - time[0]) / step)) + 1)
-    dt = _check_uniform_time(path, names[0], time)
+    dt = _check_uniform_time(path, names[0], time, what="the time of channel")
     out, units = {}, set()
     for name in names:
         t, values, unit = found[name]
@@ -197,7 +197,7 @@ def read_mat(path, *, time="", channels=None, units=None, resample=False) -> Acc
 
 def read_hdf5(path, *, time="", channels=None, units=None, resample=False) -> AccelerationRecord:
     """An HDF5 file (also MATLAB v7.3): a time dataset (``time`` names its path; else the
-    first top-level one called ``t`` or ``time…``) and every 1-D dataset of its length, named
+    first one, at any depth, called ``t`` or ``time…``) and every 1-D dataset of its length, named
     by its path; a dataset's unit from its ``units`` or ``unit`` attribute."""
     import h5py
 

@@ -84,13 +84,16 @@ def _existing_file(path) -> Path:
     return path
 
 
-def _check_uniform_time(path: Path, name: str, time: np.ndarray) -> float:
-    """Return dt after checking that ``time`` increases strictly and uniformly."""
+def _check_uniform_time(
+    path: Path, name: str, time: np.ndarray, what: str = "time column"
+) -> float:
+    """Return dt after checking that ``time`` increases strictly and uniformly; errors name
+    ``what`` and ``name`` ("time column 't'", "the time of channel 'top'")."""
     steps = np.diff(time)
     if np.any(steps <= 0):
         i = int(np.argmax(steps <= 0))
         raise ValueError(
-            f"{path}: time column {name!r} is not strictly increasing: row {i + 2} has "
+            f"{path}: {what} {name!r} is not strictly increasing: row {i + 2} has "
             f"{float(time[i + 1]):.9g} s after {float(time[i]):.9g} s in row {i + 1}"
         )
     dt = (time[-1] - time[0]) / (time.size - 1)
@@ -98,7 +101,7 @@ def _check_uniform_time(path: Path, name: str, time: np.ndarray) -> float:
     if spread > SAMPLING_TOLERANCE:
         i = int(np.argmax(np.abs(steps - dt)))
         raise ValueError(
-            f"{path}: time column {name!r} is not uniformly sampled: the step from row {i + 1} "
+            f"{path}: {what} {name!r} is not uniformly sampled: the step from row {i + 1} "
             f"to row {i + 2} is {float(steps[i]):.9g} s against a mean of {float(dt):.9g} s "
             "(relative spread "
             f"{spread:.3g}, allowed {SAMPLING_TOLERANCE:g}); resample the record, or write the "

@@ -9,8 +9,8 @@ with δ (m) the penetration (overlap; δ > 0 in contact), δ̇ (m/s) its rate (�
 a linear spring) and χ the hysteresis damping factor (s/m). Everything here is a pure function of
 arrays (broadcasting, ``jit``/``vmap``/``grad``-able), float64, SI units.
 
-Regularisation (see DESIGN.md, "Contact and gradients")
--------------------------------------------------------
+Regularisation
+--------------
 * **Smooth onset.** A hard switch at δ = 0 makes impact times, and so gradients, jump near grazing.
   The penetration is replaced by
 
@@ -86,6 +86,8 @@ DAMPING_LAWS: tuple[str, ...] = (
     "flores",
     "gonthier",
 )
+"""The laws of :func:`damping_from_restitution` (``law=``): ``"exact"`` solves the contact's own
+equation of motion for χ; the others are the closed forms of the literature."""
 
 # Below this value of δ/ε, ln(softplus(z)) is evaluated as z − e^z / 2 (error < e^(2z) ~ 1e-17).
 _LOG_SOFTPLUS_SWITCH = -20.0

@@ -69,6 +69,7 @@ SRSKind = Literal[
     "pseudo_acceleration",
 ]
 KINDS: tuple[str, ...] = SRSKind.__args__
+"""The kinds of spectrum ``shock_response_spectrum(kind=...)`` computes."""
 
 MIN_SAMPLES_PER_CYCLE = 10
 """Below this many samples per cycle at the highest frequency the SRS is resampled (or refused)."""

@@ -464,7 +464,8 @@ def misfit_report(
     """Level errors of a spectrum in dB and how much of it lies inside tolerance bands.
 
     Args:
-        simulated, measured: spectra of shape ``(n,)`` (measured > 0).
+        simulated: the simulated spectrum, shape ``(n,)``.
+        measured: the measured spectrum, shape ``(n,)`` (> 0).
         bands_db: half-widths of the tolerance bands, dB.
 
     Returns:

@@ -55,7 +55,8 @@ class Parameter(eqx.Module):
     - ``lower``, ``upper``: bounds in SI units (``upper`` may be ``inf`` for ``"log"`` and
       ``"linear"``, ``lower`` ``-inf`` for ``"linear"``; multi-start needs finite ones).
     - ``initial``: starting value, SI, within the bounds (strictly for ``"bounded"``).
-    - ``transform``: ``"log"`` (default, needs ``lower > 0``), ``"bounded"`` or ``"linear"``.
+    - ``transform``: ``"log"`` (default, needs ``lower > 0``), ``"log_bounded"`` (``ln θ``
+      between finite bounds; the job files' default), ``"bounded"`` or ``"linear"``.
     - ``experiments``: ``None`` = shared by every experiment (a machine parameter), or a tuple
       of experiment names it applies to (a per-test parameter such as a drop height).
     - ``units``: label for reports, e.g. ``"N/m"``.

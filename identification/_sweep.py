@@ -248,8 +248,8 @@ def _own_rows(result: dict, first: int, n: int) -> dict[str, np.ndarray]:
 
 def grid_values(space: ParameterSpace, n_per_dim: int | Sequence[int]) -> np.ndarray:
     """Full factorial grid, shape ``(Π nᵢ, p)``, SI: ``nᵢ`` points per parameter evenly
-    spaced in its sampling coordinate (``ln θ`` for ``"log"``, ``θ`` otherwise), bounds
-    included; the last parameter varies fastest."""
+    spaced in its sampling coordinate (``ln θ`` for ``"log"`` and ``"log_bounded"``, ``θ``
+    otherwise), bounds included; the last parameter varies fastest."""
     counts = [n_per_dim] * len(space) if isinstance(n_per_dim, int) else list(n_per_dim)
     if len(counts) != len(space) or min(counts) < 1:
         raise ValueError(f"n_per_dim must be a positive int or {len(space)} positive ints")

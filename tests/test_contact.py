@@ -172,10 +172,10 @@ def test_named_laws_accuracy(impacts):
     """Known accuracy of the classical laws, as measured here (table in the module report).
 
     Literature (Hunt & Crossley 1975; Lankarani & Nikravesh 1990; Gonthier et al. 2004; Flores et
-    al. 2011, Nonlinear Dyn. 63; Machado et al. 2012, Mech. Mach. Theory 53): Hunt–Crossley and
-    Lankarani–Nikravesh are linearisations about e = 1, valid only for high restitution, and
-    dissipate too little (rebound too high) at low e; Flores et al. and Gonthier et al. give the
-    restitution well over the whole range. Measured Δe = e_measured − e_target:
+    al. 2011, Multibody Syst. Dyn. 25; Machado et al. 2012, Mech. Mach. Theory 53):
+    Hunt–Crossley and Lankarani–Nikravesh are linearisations about e = 1, valid only for high
+    restitution, and dissipate too little (rebound too high) at low e; Flores et al. and Gonthier
+    et al. give the restitution well over the whole range. Measured Δe = e_measured − e_target:
         e target        0.1     0.3     0.5     0.7     0.9     0.95
         hunt_crossley  +0.416  +0.281  +0.163  +0.068  +0.0090 +0.0024
         lank._nikr.    +0.565  +0.384  +0.225  +0.096  +0.0132 +0.0035

@@ -121,7 +121,7 @@ def test_hdf5_units_from_attributes_and_resampling(tmp_path):
     with h5py.File(tmp_path / "jitter.h5", "w") as f:
         f["t"] = jittered
         f.create_dataset("top", data=TOP_G).attrs["units"] = "g"
-    with pytest.raises(ValueError, match=r"time column 'top' is not uniformly sampled"):
+    with pytest.raises(ValueError, match=r"the time of channel 'top' is not uniformly sampled"):
         read_record(tmp_path / "jitter.h5")
     record = read_record(tmp_path / "jitter.h5", resample=True)
     np.testing.assert_allclose(np.diff(record.time), np.median(np.diff(jittered)), rtol=1e-9)

@@ -225,8 +225,9 @@ def add_srs_command(subparsers) -> None:
         "--units",
         choices=["g", "m/s2"],
         default=None,
-        help="unit of the acceleration columns of CSV inputs (default: the unit each column's "
-        "name ends with, as in top_g or base [m/s^2]; m/s2 where it states none)",
+        help="unit of the acceleration channels where the file does not state one (CSV: the "
+        "unit a column's name ends with, as in top_g or base [m/s^2]; m/s2 where it states "
+        "none; a lab file's stated unit must agree; PEER .AT2 records are in g)",
     )
     p.add_argument(
         "--time-column",

@@ -1,5 +1,5 @@
 """Flexible bodies: beam finite elements, modal reduction, modal data files, FFR invariants
-and dynamics, stress recovery (issue #5; see ``docs/flexible_bodies.md``).
+and dynamics, stress recovery (see ``docs/guide/flexible_bodies.md``).
 
 Pipeline::
 

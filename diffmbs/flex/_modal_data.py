@@ -6,7 +6,7 @@ the nodes (translations and rotations), modal mass and stiffness, the FFR invari
 modal stresses, and a report of the reduction. It is made by :func:`modal_data` from an
 :class:`~diffmbs.flex.FEModel` and a :class:`~diffmbs.flex.ModalBasis` (pure JAX, so
 differentiable), written by :func:`save_modal_data` and read by :func:`load_modal_data`. The
-file format (version :data:`FORMAT_VERSION`) is specified in ``docs/flexible_bodies.md``.
+file format (version :data:`FORMAT_VERSION`) is specified in ``docs/guide/flexible_bodies.md``.
 
 :func:`load_fe_model` reads mass and stiffness matrices exported by Abaqus, ANSYS, Nastran or
 CalculiX (Matrix Market ``.mtx``, NumPy ``.npy``/``.npz``, or SciPy sparse ``.npz``) with node
@@ -341,7 +341,7 @@ def validate_modal_data(data: ModalData) -> ModalData:
 
 def save_modal_data(path, data: ModalData) -> Path:
     """Validate ``data`` and write it atomically as a ``.npz`` file (format in
-    ``docs/flexible_bodies.md``). Returns the path."""
+    ``docs/guide/flexible_bodies.md``). Returns the path."""
     validate_modal_data(data)
     inv = data.invariants
     arrays = {

@@ -213,7 +213,7 @@ class ChannelSection(AbstractSection):
 
     The shear centre lies on the far side of the web (:meth:`shear_centre_offset`); the beam
     element puts the axis at the centroid and ignores the coupling of bending and torsion that
-    this offset causes (see ``docs/flexible_bodies.md``).
+    this offset causes (see ``docs/guide/flexible_bodies.md``).
     """
 
     h: Array = eqx.field(converter=_as_float)
