@@ -7,8 +7,8 @@ is stable there at any step, and its steps follow the slow motion. diffrax 0.7 h
 Rosenbrock method, and its IMEX KenCarp methods collapse their steps on a stiff transient at
 tight tolerances (their error estimate is not filtered), so this module writes one.
 
-The method is Rang and Angermann's ROS34PW2 (J. Comput. Appl. Math. 2005; coefficients as in
-PETSc's ``TSROSWRA34PW2``): four stages, order 3 with an embedded order-2 estimate, stiffly
+The method is Rang and Angermann's ROS34PW2 (BIT Numer. Math. 45, 761–787, 2005; coefficients
+as in PETSc's ``TSROSWRA34PW2``): four stages, order 3 with an embedded order-2 estimate, stiffly
 accurate and L-stable, and a *W-method*: its order holds for any matrix in place of the
 Jacobian. So the Jacobian is computed once, at the start of the solve (``jax.jacfwd`` of the
 vector field over the flattened state), and kept; it only has to capture the stiff directions,

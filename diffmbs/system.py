@@ -37,7 +37,10 @@ Derived quantities, as pure functions ``f(system, ...)``:
 
 How the KKT system is solved is a strategy object (:class:`AbstractKKTSolver`):
 
-* :class:`AugmentedLagrangianKKT` (default; Bayo & García de Jalón) factors ``M + ρ Φ_vᵀ Φ_v``
+* :class:`NullSpaceKKT` (default) solves in the null space of the equilibrated ``Φ_v``, rank
+  tolerant: redundant constraints and singular positions drop their zero singular values
+  (see the class).
+* :class:`AugmentedLagrangianKKT` (Bayo & García de Jalón) factors ``M + ρ Φ_vᵀ Φ_v``
   once by Cholesky and updates ``λ`` a fixed number of times (a static Python loop, so reverse
   mode works without a ``while_loop``). Redundant constraints are fine (``λ`` comes back as the
   minimum-norm split). Its Cholesky and solves go through :mod:`diffmbs._linalg`, so
@@ -52,7 +55,7 @@ How the KKT system is solved is a strategy object (:class:`AbstractKKTSolver`):
   for the pseudo-inverse. A reference: several times slower than the default, and under
   ``vmap`` on CPU its batched SVD can hang jaxlib 0.10 (see :mod:`diffmbs._linalg`).
 
-Both check that the problem has a unique acceleration, i.e. that ``M`` is positive definite on
+Each checks that the problem has a unique acceleration, i.e. that ``M`` is positive definite on
 the null space of ``Φ_v`` (equivalently that ``M + Φ_vᵀ Φ_v`` is, after equilibration). A mass
 matrix that fails this check (a massless coordinate left free, a negative mass, a non-SPD
 inertia) gives a clear error from :func:`accelerations` (``eqx.error_if``, also under ``jit``),
@@ -649,7 +652,7 @@ def accelerations(
     """Accelerations ``v̇`` (shape ``(n_v,)``) and multipliers ``λ`` (shape ``(n_c,)``).
 
     Solves ``[M Φ_vᵀ; Φ_v 0][v̇; λ] = [Q; γ − 2α Φ̇ − β² Φ]`` with ``(α, β) = baumgarte`` (1/s)
-    using ``kkt_solver`` (default :class:`AugmentedLagrangianKKT`); without constraints,
+    using ``kkt_solver`` (default :class:`NullSpaceKKT`); without constraints,
     ``M v̇ = Q`` by Cholesky. ``λ`` is in units of ``Q`` divided by those of ``Φ_v``; the
     constraint force is ``−Φ_vᵀ λ``.
 

@@ -27,12 +27,27 @@ from typing import Any, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from identification._experiments import AbstractExperiment
+from identification._kernels import (
+    anonymous,
+    evaluate_kernel,
+    kernel_arguments,
+    residuals_jacobian_kernel,
+    sum_squares_batch_kernel,
+    sum_squares_grad_kernel,
+)
 from identification._parameters import ParameterSpace
 
-__all__ = ["Problem", "evaluate", "loss_and_grad", "residuals_and_jacobian"]
+__all__ = [
+    "Problem",
+    "batched_loss_rows",
+    "evaluate",
+    "loss_and_grad",
+    "residuals_and_jacobian",
+]
 
 
 class Problem(eqx.Module):
@@ -185,24 +200,62 @@ class Problem(eqx.Module):
 
 # --------------------------------------------------------------------------- compiled kernels
 # Shared by every fitter and by the results, so that switching fitter, resuming or computing the
-# covariance does not compile the model again (problems of one structure share them too).
+# covariance does not compile the model again. Each experiment runs in kernels compiled for its
+# structure (identification._kernels), so tests of one model structure share them too.
 
 
-@eqx.filter_jit
+def _blocks(problem: Problem):
+    """``(anonymous experiment, indices into z, paths)`` of each experiment, in order."""
+    for e in problem.experiments:
+        indices, paths = kernel_arguments(problem.space, e)
+        yield anonymous(e), np.asarray(indices, dtype=int), paths
+
+
 def evaluate(problem: Problem, z: Array) -> tuple[Array, dict[str, Array]]:
-    """Compiled :meth:`Problem.evaluate`: ``(residuals (m,), predictions)``."""
-    return problem.evaluate(z)
+    """:meth:`Problem.evaluate`, compiled per experiment structure: ``(residuals (m,),
+    predictions)``."""
+    values = problem.values(jnp.asarray(z, dtype=float))
+    rs, predictions = [], {}
+    for (e, indices, paths), name in zip(_blocks(problem), problem.experiment_names, strict=True):
+        r, predictions[name] = evaluate_kernel(e, paths, values[indices])
+        rs.append(r)
+    return jnp.concatenate(rs), predictions
 
 
-@eqx.filter_jit
 def residuals_and_jacobian(problem: Problem, z: Array) -> tuple[Array, Array]:
-    """Compiled :meth:`Problem.residuals_and_jacobian`: ``(r (m,), J (m, p))``."""
-    return problem.residuals_and_jacobian(z)
+    """:meth:`Problem.residuals_and_jacobian`, compiled per experiment structure: ``(r (m,),
+    J (m, p))``; each experiment's block differentiated in its own parameters only."""
+    z = jnp.asarray(z, dtype=float)
+    values, dvalues_dz = problem.values(z), problem.space.dvalues_dz(z)
+    rs, blocks = [], []
+    for e, indices, paths in _blocks(problem):
+        r, jac_values = residuals_jacobian_kernel(e, paths, values[indices], problem.jac)
+        block = jnp.zeros((r.shape[0], problem.n_parameters), dtype=r.dtype)
+        rs.append(r)
+        blocks.append(block.at[:, indices].set(jac_values * dvalues_dz[indices]))
+    return jnp.concatenate(rs), jnp.concatenate(blocks)
 
 
-@eqx.filter_jit
+def batched_loss_rows(problem: Problem, zs: Array) -> Array:
+    """The loss at every row of ``zs`` ``(n, p)``, shape ``(n,)``: each experiment's rows in
+    one ``jax.vmap`` compiled per structure."""
+    values = problem.values(jnp.asarray(zs, dtype=float))
+    total, m = 0.0, 0
+    for e, indices, paths in _blocks(problem):
+        sum_squares, m_e = sum_squares_batch_kernel(e, paths, values[:, indices])
+        total, m = total + sum_squares, m + m_e
+    return total / m
+
+
 def _value_and_grad(problem: Problem, z: Array) -> tuple[Array, Array]:
-    return problem.value_and_grad(z)
+    z = jnp.asarray(z, dtype=float)
+    values, dvalues_dz = problem.values(z), problem.space.dvalues_dz(z)
+    total, grad, m = 0.0, jnp.zeros(problem.n_parameters), 0
+    for e, indices, paths in _blocks(problem):
+        sum_squares, grad_values, m_e = sum_squares_grad_kernel(e, paths, values[indices])
+        total, m = total + sum_squares, m + m_e
+        grad = grad.at[indices].add(grad_values * dvalues_dz[indices])
+    return total / m, grad / m
 
 
 def loss_and_grad(problem: Problem, z: ArrayLike) -> tuple[Array, Array]:

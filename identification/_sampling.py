@@ -10,14 +10,12 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike
+from jaxtyping import ArrayLike
 
 from identification._parameters import ParameterSpace
-from identification._problem import Problem
+from identification._problem import Problem, batched_loss_rows
 
 __all__ = ["Starts", "batched_loss", "halton", "latin_hypercube", "multistart", "sample_values"]
 
@@ -91,11 +89,6 @@ class Starts(NamedTuple):
     losses: np.ndarray
 
 
-@eqx.filter_jit
-def _loss_chunk(problem: Problem, zs: Array) -> Array:
-    return jax.vmap(problem.loss)(zs)
-
-
 def batched_loss(problem: Problem, zs: ArrayLike, *, batch_size: int = 256) -> np.ndarray:
     """The loss at every row of ``zs`` ``(n, p)``, shape ``(n,)``; non-finite losses (failed
     simulations) become ``inf``.
@@ -116,9 +109,8 @@ def batched_loss(problem: Problem, zs: ArrayLike, *, batch_size: int = 256) -> n
     for start in range(0, n, size):
         chunk = zs[start : start + size]
         padded = np.concatenate([chunk, np.repeat(chunk[:1], size - len(chunk), axis=0)])
-        out[start : start + len(chunk)] = np.asarray(_loss_chunk(problem, jnp.asarray(padded)))[
-            : len(chunk)
-        ]
+        losses = batched_loss_rows(problem, jnp.asarray(padded))
+        out[start : start + len(chunk)] = np.asarray(losses)[: len(chunk)]
     return np.where(np.isfinite(out), out, math.inf)
 
 

@@ -455,3 +455,78 @@ def test_band_sensitivity_is_the_rms_in_each_octave_the_largest_over_tests():
     bands, table = idf.band_sensitivity(problem, sens)
     np.testing.assert_array_equal(bands, [[2, 4], [4, 8], [8, 16], [32, 64]])
     np.testing.assert_allclose(table, [[3.0, 4.0, 5.0, 0.1], [0.0, 1.0, 0.5, 9.0]])
+
+
+# --------------------------------------------------------------------------- shared kernels
+
+TRACES: list[str] = []
+
+
+def joint_resonance_problem(jac="fwd"):
+    """Three tests: two of one structure (their own fn, shared amplitude and ζ) and one with a
+    different frequency grid. Its prediction functions are new ones (new compiled kernels)."""
+    freqs_c = np.geomspace(20.0, 800.0, 17)
+
+    def counted_resonance_predict(m):
+        TRACES.append("resonance")  # runs once per trace, not per call
+        return resonance_predict(m)
+
+    def other_predict(m):
+        TRACES.append("other")
+        r = freqs_c / m.fn
+        return m.amplitude / jnp.sqrt((1 - r**2) ** 2 + (2 * m.zeta * r) ** 2)
+
+    truths = {"a": 100.0, "b": 150.0, "c": 80.0}
+    experiments = []
+    for name, fn in truths.items():
+        predict = other_predict if name == "c" else counted_resonance_predict
+        measured = np.asarray(predict(resonance_model(2.0, fn, 0.08)))
+        experiments.append(idf.FunctionExperiment(name, resonance_model(), predict, measured))
+    space = idf.ParameterSpace(
+        [
+            idf.Parameter("amplitude", "amplitude", 0.1, 10.0, 1.0, "log"),
+            idf.Parameter("fn@a", "fn", 20.0, 500.0, 120.0, "log", experiments=("a",)),
+            idf.Parameter("fn@b", "fn", 20.0, 500.0, 130.0, "log", experiments=("b",)),
+            idf.Parameter("fn@c", "fn", 20.0, 500.0, 90.0, "log", experiments=("c",)),
+            idf.Parameter("zeta", "zeta", 0.01, 0.5, 0.2, "log_bounded"),
+        ]
+    )
+    TRACES.clear()
+    return idf.Problem(space, experiments, jac=jac)
+
+
+@pytest.mark.parametrize("jac", ["fwd", "bwd"])
+def test_tests_of_one_structure_share_compiled_kernels_and_their_jacobian_is_exact(jac):
+    """Experiments that differ only in name and data are evaluated by one compiled kernel (the
+    predictions are traced once per structure, not per test), and the assembled Jacobian,
+    each test differentiated in its own parameters only, equals central differences of the
+    whole problem's residuals (a separate, uncompiled path); a test's block is zero in the other
+    tests' parameters."""
+    from identification._problem import residuals_and_jacobian
+
+    problem = joint_resonance_problem(jac)
+    z = np.asarray(problem.initial_z) + np.array([0.1, -0.05, 0.08, 0.02, 0.3])
+    r_eval, _ = evaluate(problem, z)
+    assert TRACES.count("resonance") == 1 and TRACES.count("other") == 1
+    r, jac_matrix = residuals_and_jacobian(problem, z)
+    assert TRACES.count("resonance") == 2 and TRACES.count("other") == 2
+    np.testing.assert_allclose(r, r_eval, rtol=1e-12, atol=1e-12)
+
+    residuals = jax.jit(lambda z_: problem.residuals(z_))  # the whole problem, one trace
+    np.testing.assert_allclose(residuals(z), r, rtol=1e-10, atol=1e-10)
+    h = 1e-6
+    differences = np.column_stack(
+        [(residuals(z + h * e) - residuals(z - h * e)) / (2 * h) for e in np.eye(len(z))]
+    )
+    np.testing.assert_allclose(jac_matrix, differences, rtol=1e-6, atol=1e-7)
+    slices = problem.residual_slices
+    assert np.all(np.asarray(jac_matrix)[slices["a"], 2:4] == 0.0)
+    assert np.all(np.asarray(jac_matrix)[slices["c"], 1:3] == 0.0)
+
+    loss, grad = idf._problem.loss_and_grad(problem, z)
+    np.testing.assert_allclose(loss, np.mean(np.asarray(r) ** 2), rtol=1e-12)
+    np.testing.assert_allclose(grad, 2 * differences.T @ np.asarray(r) / r.shape[0], rtol=1e-6)
+    rows = np.stack([z, z + 0.1, z - 0.2])
+    batched = idf.batched_loss(problem, rows)
+    singles = [float(np.mean(np.asarray(evaluate(problem, row)[0]) ** 2)) for row in rows]
+    np.testing.assert_allclose(batched, singles, rtol=1e-12)

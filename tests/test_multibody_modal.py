@@ -7,7 +7,7 @@ References, none from the code under test:
   removed), and the Euler–Bernoulli closed form 1.8751² √(EI/(ρA L⁴)) as a sanity bound;
 - conservation of mechanical energy of a flexible pendulum;
 - the static tip deflection P L³ / (3 E I) of an Euler–Bernoulli cantilever (equilibrium by
-  Newton on the model's residual Q − Φ_vᵀλ, Φ; ``static_equilibrium`` is rigid-only so far).
+  Newton on the model's residual Q − Φ_vᵀλ, Φ).
 
 Gradients through a modal body: ``test_gradient_crosschecks.py``.
 """

@@ -405,9 +405,11 @@ def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
     space = job.parameters
     by_name = {p.name: p for p in space.parameters}
     assert len(by_name["zeta_channels"].paths) == 4 and len(by_name["k_stop"].paths) == 2
+    sprung_mass = Geometry.bed_mass + Geometry.anvil_mass + Geometry.block_mass
+    omega_bed = 2 * math.pi * 3.5
     truth = {"k_impact": 8e10, "k_stop": 1.5e11 / 4, "zeta_channels": 0.03,
-             "k_bed": (Geometry.bed_mass + Geometry.anvil_mass + Geometry.block_mass)
-             * (2 * math.pi * 3.5) ** 2}  # fmt: skip
+             "k_bed": sprung_mass * omega_bed**2,
+             "c_bed": 2 * 0.05 * omega_bed * sprung_mass}  # fmt: skip
     for name, value in truth.items():
         assert 2.0 <= max(by_name[name].initial / value, value / by_name[name].initial) <= 5.0
     from diffmbs.io import read_spectrum_csv
