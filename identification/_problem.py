@@ -204,6 +204,12 @@ class Problem(eqx.Module):
 # structure (identification._kernels), so tests of one model structure share them too.
 
 
+@eqx.filter_jit
+def _values_and_slopes(space, z: Array) -> tuple[Array, Array]:
+    """SI values and ``∂θ/∂z`` at ``z`` ``(..., p)``: one small program, not many eager ops."""
+    return space.from_unconstrained(z), space.dvalues_dz(z)
+
+
 def _blocks(problem: Problem):
     """``(anonymous experiment, indices into z, paths)`` of each experiment, in order."""
     for e in problem.experiments:
@@ -214,48 +220,47 @@ def _blocks(problem: Problem):
 def evaluate(problem: Problem, z: Array) -> tuple[Array, dict[str, Array]]:
     """:meth:`Problem.evaluate`, compiled per experiment structure: ``(residuals (m,),
     predictions)``."""
-    values = problem.values(jnp.asarray(z, dtype=float))
+    values = np.asarray(_values_and_slopes(problem.space, jnp.asarray(z, dtype=float))[0])
     rs, predictions = [], {}
     for (e, indices, paths), name in zip(_blocks(problem), problem.experiment_names, strict=True):
         r, predictions[name] = evaluate_kernel(e, paths, values[indices])
-        rs.append(r)
-    return jnp.concatenate(rs), predictions
+        rs.append(np.asarray(r))
+    return jnp.asarray(np.concatenate(rs)), predictions
 
 
 def residuals_and_jacobian(problem: Problem, z: Array) -> tuple[Array, Array]:
     """:meth:`Problem.residuals_and_jacobian`, compiled per experiment structure: ``(r (m,),
     J (m, p))``; each experiment's block differentiated in its own parameters only."""
-    z = jnp.asarray(z, dtype=float)
-    values, dvalues_dz = problem.values(z), problem.space.dvalues_dz(z)
+    values, slopes = map(np.asarray, _values_and_slopes(problem.space, jnp.asarray(z, dtype=float)))
     rs, blocks = [], []
     for e, indices, paths in _blocks(problem):
         r, jac_values = residuals_jacobian_kernel(e, paths, values[indices], problem.jac)
-        block = jnp.zeros((r.shape[0], problem.n_parameters), dtype=r.dtype)
-        rs.append(r)
-        blocks.append(block.at[:, indices].set(jac_values * dvalues_dz[indices]))
-    return jnp.concatenate(rs), jnp.concatenate(blocks)
+        block = np.zeros((r.shape[0], problem.n_parameters))
+        block[:, indices] = np.asarray(jac_values) * slopes[indices]
+        rs.append(np.asarray(r))
+        blocks.append(block)
+    return jnp.asarray(np.concatenate(rs)), jnp.asarray(np.concatenate(blocks))
 
 
 def batched_loss_rows(problem: Problem, zs: Array) -> Array:
     """The loss at every row of ``zs`` ``(n, p)``, shape ``(n,)``: each experiment's rows in
     one ``jax.vmap`` compiled per structure."""
-    values = problem.values(jnp.asarray(zs, dtype=float))
+    values = np.asarray(_values_and_slopes(problem.space, jnp.asarray(zs, dtype=float))[0])
     total, m = 0.0, 0
     for e, indices, paths in _blocks(problem):
         sum_squares, m_e = sum_squares_batch_kernel(e, paths, values[:, indices])
-        total, m = total + sum_squares, m + m_e
-    return total / m
+        total, m = total + np.asarray(sum_squares), m + m_e
+    return jnp.asarray(total / m)
 
 
 def _value_and_grad(problem: Problem, z: Array) -> tuple[Array, Array]:
-    z = jnp.asarray(z, dtype=float)
-    values, dvalues_dz = problem.values(z), problem.space.dvalues_dz(z)
-    total, grad, m = 0.0, jnp.zeros(problem.n_parameters), 0
+    values, slopes = map(np.asarray, _values_and_slopes(problem.space, jnp.asarray(z, dtype=float)))
+    total, grad, m = 0.0, np.zeros(problem.n_parameters), 0
     for e, indices, paths in _blocks(problem):
         sum_squares, grad_values, m_e = sum_squares_grad_kernel(e, paths, values[indices])
-        total, m = total + sum_squares, m + m_e
-        grad = grad.at[indices].add(grad_values * dvalues_dz[indices])
-    return total / m, grad / m
+        total, m = total + float(sum_squares), m + m_e
+        grad[indices] += np.asarray(grad_values) * slopes[indices]
+    return jnp.asarray(total / m), jnp.asarray(grad / m)
 
 
 def loss_and_grad(problem: Problem, z: ArrayLike) -> tuple[Array, Array]:
