@@ -530,3 +530,46 @@ def test_tests_of_one_structure_share_compiled_kernels_and_their_jacobian_is_exa
     batched = idf.batched_loss(problem, rows)
     singles = [float(np.mean(np.asarray(evaluate(problem, row)[0]) ** 2)) for row in rows]
     np.testing.assert_allclose(batched, singles, rtol=1e-12)
+
+
+def test_levenberg_marquardt_steps_stay_inside_a_quarter_box_and_short_of_the_bounds():
+    """One step moves a parameter at most a quarter of its span (in ln θ or θ, as
+    ``ParameterSpace.to_box`` measures it), in the direction asked; a step toward a bound stops
+    ``BOUND_CLEARANCE`` of the span short of it (where ∂θ/∂z is not yet zero), and the other
+    parameters' step is then solved again with that one held."""
+    from identification._fitters import BOUND_CLEARANCE, _limit_box_step
+
+    space = idf.ParameterSpace(
+        [
+            idf.Parameter("k", "a", 1e-2, 1e2, 1.0, "log_bounded"),
+            idf.Parameter("b", "b", -100.0, 100.0, 0.0, "linear"),
+        ]
+    )
+    box = lambda z: space.to_box(space.from_unconstrained(z))  # noqa: E731
+    z = np.asarray(space.initial_z)
+    delta, stopped = _limit_box_step(space, z, np.array([30.0, 5.0]), 0.25)
+    moved = box(z + delta) - box(z)
+    assert np.max(np.abs(moved)) == pytest.approx(0.25, rel=0.02) and not np.any(stopped)
+    assert delta[1] / delta[0] == pytest.approx(5.0 / 30.0)  # the direction is kept
+    z_near = np.asarray(space.to_unconstrained(space.from_box([0.9, 0.5])))
+    delta, stopped = _limit_box_step(space, z_near, np.array([50.0, 0.0]), 0.25)
+    assert stopped.tolist() == [True, False]
+    assert box(z_near + delta)[0] == pytest.approx(1.0 - BOUND_CLEARANCE, rel=1e-9)
+
+    # A fit whose data want k beyond its upper bound: k ends held just short of it, reported
+    # at its bound, and b is the least-squares value with k held there.
+    x = np.linspace(0.0, 1.0, 20)
+    y = 120.0 * x + 0.3
+
+    class Line(eqx.Module):
+        a: jax.Array
+        b: jax.Array
+
+    exp = idf.FunctionExperiment("line", Line(1.0, 0.0), lambda m: m.a * x + m.b, y,
+                                 misfit="linear")  # fmt: skip
+    result = idf.fit(idf.Problem(space, [exp]), idf.LevenbergMarquardt(), max_iterations=100,
+                     progress=False)  # fmt: skip
+    assert result.at_bounds == {"k": "upper"}
+    held = result.parameters["k"]
+    assert box(result.z)[0] == pytest.approx(1.0 - BOUND_CLEARANCE, rel=1e-6)
+    assert result.parameters["b"] == pytest.approx(np.mean(y - held * x), rel=1e-6)
