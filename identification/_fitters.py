@@ -238,8 +238,8 @@ class LevenbergMarquardt(AbstractFitter):
         r_new = _r(problem, z_new)
         f_old = 0.5 * float(r @ r)
         f_new = 0.5 * float(r_new @ r_new)
-        linear = r + jac @ delta
-        predicted = f_old - 0.5 * float(linear @ linear)
+        step_change = jac @ delta  # L(0) − L(δ) of the linear model, not F(z) − L(δ)
+        predicted = -float(r @ step_change) - 0.5 * float(step_change @ step_change)
         rho = (f_old - f_new) / predicted if predicted > 0 else -1.0
         ok = bool(np.isfinite(f_new) and np.all(np.isfinite(delta)) and rho > 0)
         if ok:
