@@ -415,13 +415,14 @@ def static_equilibrium(
     forces = jax.lax.stop_gradient(jax.vmap(
         lambda d: model.forces(t, retract_model(model, q_ref, d), jnp.zeros(n_v, q_ref.dtype))
     )(jnp.stack([jnp.zeros(n_v, q_ref.dtype), step])))  # fmt: skip
-    # Scales only: `forces` is under stop_gradient, so the reductions carry no tangent; the
-    # floors of 1 are selected by a comparison all the same.
-    stiffness = jnp.max(jnp.abs(forces[1] - forces[0])) / 1e-9
+    # Scales only, constants of the solve: the reductions sit under stop_gradient (their
+    # tangent, which JAX gives by an equality test, is never asked for), and the floors of 1
+    # are selected by a comparison.
+    stiffness = jax.lax.stop_gradient(jnp.max(jnp.abs(forces[1] - forces[0]))) / 1e-9
     scale = jnp.where(stiffness > 1.0, stiffness, 1.0)
     # Rows in units of the largest load, so `atol` (optimistix tests it in residual space)
     # is relative to the loads: 1e-12 N is below round-off on a 40 t machine.
-    largest = jnp.max(jnp.abs(forces[0]))
+    largest = jax.lax.stop_gradient(jnp.max(jnp.abs(forces[0])))
     load = jnp.where(largest > 1.0, largest, 1.0)
     # The residual's round-off floor: a spring of the largest stiffness between coordinates of
     # size |q| is only known to ~eps |q| (a 7.7e9 N/m plate spring at z = 1 m leaves 4e-12 of
