@@ -9,13 +9,14 @@ accuracy in float32 (``simulate``, ``simulate_batch``, the SRS) check :func:`req
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import os
 import warnings
 
 import jax
 
-__all__ = ["configure", "cpu_flags", "require_float64"]
+__all__ = ["configure", "cpu_flags", "release_compiled_programs", "require_float64"]
 
 
 def cpu_flags() -> list[str]:
@@ -72,3 +73,33 @@ def require_float64(where: str) -> None:
             f"{where}: diffmbs computes in float64; call diffmbs.configure() at the start of the "
             "program (or set JAX_ENABLE_X64=1)"
         )
+
+
+MAX_MEMORY_REGIONS = 30_000
+"""Memory regions past which :func:`release_compiled_programs` drops JAX's compiled programs.
+
+XLA's CPU backend maps each compiled kernel's code and data into memory regions of the process
+(a 3-D shock-machine simulation maps ~2,800, its static equilibrium ~6,500), and Linux refuses a
+process more than ``vm.max_map_count`` regions (65,530 by default): past it the compiler fails
+inside LLVM ("Cannot allocate memory") or the process crashes. Programs stay alive in the jit
+caches of every function compiled so far, so a long fit (a batched global search, then the
+Jacobians of its refinements) can reach the limit in one process."""
+
+
+def _memory_regions() -> int:
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux: no such limit to keep clear of
+        return 0
+
+
+def release_compiled_programs(max_regions: int = MAX_MEMORY_REGIONS) -> bool:
+    """Drop every compiled JAX program (``jax.clear_caches``) when this process maps more than
+    ``max_regions`` memory regions (see :data:`MAX_MEMORY_REGIONS`); returns whether it did.
+    Called between the phases of a fit; what is needed again is recompiled."""
+    if _memory_regions() <= max_regions:
+        return False
+    jax.clear_caches()
+    gc.collect()
+    return True

@@ -37,6 +37,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 from tqdm.auto import tqdm
 
+from diffmbs._settings import release_compiled_programs
 from identification._checkpoint import load_npz, save_npz
 from identification._fit import fit
 from identification._fitters import AbstractFitter, LevenbergMarquardt
@@ -289,6 +290,7 @@ def global_fit(
     starts = [*found.z, np.asarray(problem.initial_z)]
     results = []
     for i, z0 in enumerate(starts):
+        release_compiled_programs()  # the search's batched programs are done with
         results.append(
             fit(
                 problem,

@@ -1,9 +1,8 @@
 """The test session opts in to diffmbs's global settings (float64, XLA CPU options), as a
 program using diffmbs does once at its start (``import diffmbs`` alone changes nothing); it
 shares compiled programs between workers through a persistent cache, and keeps each worker
-below the kernel's limit on memory regions (see ``MAX_MEMORY_REGIONS``)."""
+below the kernel's limit on memory regions (``diffmbs._settings.MAX_MEMORY_REGIONS``)."""
 
-import gc
 import os
 from pathlib import Path
 
@@ -24,33 +23,17 @@ from compile_options import SUITE_XLA_FLAGS  # noqa: E402
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SUITE_XLA_FLAGS}".strip()
 
-import jax  # noqa: E402
 
 import diffmbs  # noqa: E402
+from diffmbs._settings import release_compiled_programs  # noqa: E402
 
 diffmbs.configure()
 
-# XLA's CPU backend maps each live compiled program's code and data into ~3 memory regions of
-# the process, and Linux refuses a process more than vm.max_map_count (65,530 by default)
-# regions: a worker that keeps ~20,000 programs alive then crashes inside the compiler
-# (a segmentation fault; CI saw one 81 % into the suite). Programs stay alive in the jit caches
-# of every function compiled so far, so past this many regions a worker drops them all
-# (recompiling what it needs again, mostly from the persistent cache above).
-MAX_MEMORY_REGIONS = 30_000
-
-
-def _memory_regions() -> int:
-    try:
-        with open("/proc/self/maps", "rb") as maps:
-            return sum(1 for _ in maps)
-    except OSError:  # not Linux: no such limit to keep clear of
-        return 0
-
 
 def pytest_runtest_teardown(item, nextitem):
-    if _memory_regions() > MAX_MEMORY_REGIONS:
-        jax.clear_caches()
-        gc.collect()
+    # a worker keeps the programs of every test it ran: past the kernel's limit on memory
+    # regions it would crash inside the compiler (CI saw one 81 % into the suite)
+    release_compiled_programs()
 
 
 SLOW = os.environ.get("DIFFMBS_SLOW_TESTS") == "1"

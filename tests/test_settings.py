@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import pytest
 
 import diffmbs
-from diffmbs._settings import cpu_flags
+from diffmbs import _settings
+from diffmbs._settings import cpu_flags, release_compiled_programs
 
 PROBE = """
 import json, os, jax
@@ -44,3 +45,20 @@ def test_float32_is_refused_with_the_fix_named():
     finally:
         diffmbs.configure()
     assert jax.config.jax_enable_x64
+
+
+def test_compiled_programs_are_dropped_only_past_the_memory_region_limit(monkeypatch):
+    @jax.jit
+    def double(x):
+        return 2.0 * x
+
+    double(jnp.ones(3))
+    assert double._cache_size() == 1
+    regions = _settings._memory_regions()
+    if sys.platform.startswith("linux"):  # /proc/self/maps: this process maps many regions
+        assert regions > 100
+    assert not release_compiled_programs(max_regions=regions + 10_000)
+    assert double._cache_size() == 1
+    monkeypatch.setattr(_settings, "_memory_regions", lambda: 70_000)
+    assert release_compiled_programs()
+    assert double._cache_size() == 0
