@@ -15,6 +15,7 @@ import numpy as np
 from jaxtyping import ArrayLike
 from tqdm.auto import tqdm
 
+from diffmbs._settings import release_compiled_programs
 from identification._checkpoint import load_npz, save_npz
 from identification._fitters import REASONS, AbstractFitter, LevenbergMarquardt
 from identification._problem import Problem
@@ -113,6 +114,7 @@ def fit(
     z_start = problem.initial_z if z0 is None else jnp.asarray(z0, dtype=float)
     if z_start.shape != (problem.n_parameters,):
         raise ValueError(f"z0 must have shape ({problem.n_parameters},), got {z_start.shape}")
+    release_compiled_programs()  # room for the Jacobian's programs (see MAX_MEMORY_REGIONS)
     if resume and path is not None and path.exists():
         state, z_start, history, iteration = _load_checkpoint(path, fitter, problem, z_start)
     else:

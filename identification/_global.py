@@ -219,6 +219,7 @@ def global_search(
         state, key, arrays, generation = _load_search(path, meta, state)
         archive_u, archive_loss = arrays["archive_u"], arrays["archive_loss"]
         history = arrays["best_history"].tolist()
+    release_compiled_programs()  # room for the batched programs (see MAX_MEMORY_REGIONS)
     bar = tqdm(total=generations, initial=min(generation, generations), disable=not progress,
                desc=type(search).__name__, leave=False)  # fmt: skip
     try:
@@ -290,7 +291,6 @@ def global_fit(
     starts = [*found.z, np.asarray(problem.initial_z)]
     results = []
     for i, z0 in enumerate(starts):
-        release_compiled_programs()  # the search's batched programs are done with
         results.append(
             fit(
                 problem,

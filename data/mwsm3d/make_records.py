@@ -21,6 +21,7 @@ Needs scipy (a dev dependency) for the filter. The truth values are in TRUTH and
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +33,11 @@ diffmbs.configure()
 
 import jax.numpy as jnp  # noqa: E402
 
+from diffmbs.contact import damping_from_restitution  # noqa: E402
 from diffmbs.io import write_csv_atomic  # noqa: E402
-from diffmbs.models import G  # noqa: E402
+from diffmbs.models import FT, G  # noqa: E402
+from diffmbs.models._mwsm3d_parts import Geometry  # noqa: E402
+from diffmbs.models.mwsm import NRL_VELOCITY_RATIO  # noqa: E402
 from diffmbs.models.mwsm3d import mwsm3d  # noqa: E402
 from diffmbs.srs import octave_frequencies, shock_response_spectrum  # noqa: E402
 
@@ -66,6 +70,29 @@ ANTI_ALIAS_HZ = 2_500.0
 NOISE_RMS_G = 0.1
 SRS_BAND_HZ = (5.0, 1000.0)
 SEED = 9013
+
+
+def truth_parameters() -> dict[str, float]:
+    """TRUTH in the fit jobs' parameters (SI; the names of ``fit.toml``): what a fit of these
+    records should recover. The stops' χ depends on the impact speed (e_stop at 0.545 of it)
+    and the jobs fit one for all tests: its value here is the 2-ft one (1.30 s/m at 1 ft)."""
+    machine = Geometry.bed_mass + Geometry.anvil_mass + Geometry.block_mass
+    k_bed = machine * (2 * math.pi * TRUTH["bed_hz"]) ** 2
+    upper_plate = (1.0 - TRUTH["anvil_fraction"]) * Geometry.anvil_mass
+    speed = {h: math.sqrt(2 * G * h * FT) for _, _, h in TESTS}
+    chi = lambda e, v: float(damping_from_restitution(e, v))  # noqa: E731
+    truth = {
+        "k_impact": TRUTH["k_impact"],
+        "k_stop": TRUTH["k_stop"] / 4,  # each of the four stop points
+        "chi_stop": chi(TRUTH["e_stop"], NRL_VELOCITY_RATIO * speed[2.0]),
+        "k_bed": k_bed,
+        "c_bed": 2 * TRUTH["zeta_bed"] * math.sqrt(k_bed * machine),
+        "zeta_channels": TRUTH["channel_damping"],
+        "k_anvil": upper_plate * (2 * math.pi * TRUTH["anvil_hz"]) ** 2,
+    }
+    for stem, _, height in TESTS:
+        truth[f"chi_impact@{stem}"] = chi(TRUTH["e_impact"], speed[height])
+    return truth
 
 
 def measure(equipment: str, drop_height_ft: float, rng: np.random.Generator):
