@@ -261,6 +261,7 @@ def global_fit(
     fitter: AbstractFitter | None = None,
     *,
     n_refine: int = 3,
+    refine_initial: bool = True,
     max_iterations: int = 50,
     seed: int = 0,
     batch_size: int = 256,
@@ -270,7 +271,8 @@ def global_fit(
     progress: bool = True,
 ) -> FitResult:
     """:func:`global_search`, then ``fitter`` (default Levenberg–Marquardt, ``max_iterations``
-    each) from its ``n_refine`` best distinct points and from the parameters' initial values;
+    each) from its ``n_refine`` best distinct points and (``refine_initial``) from the parameters'
+    initial values;
     returns the :class:`~identification.FitResult` with the lowest loss, whose ``search`` field
     records the global stage (strategy, evaluations, best loss by generation, and every
     refinement's start loss, end loss and message).
@@ -288,7 +290,7 @@ def global_fit(
         problem, search, seed=seed, n_best=n_refine, batch_size=batch_size, progress=progress,
         checkpoint=None if folder is None else folder / "global.npz", resume=resume,
     )  # fmt: skip
-    starts = [*found.z, np.asarray(problem.initial_z)]
+    starts = [*found.z, *([np.asarray(problem.initial_z)] if refine_initial else [])]
     results = []
     for i, z0 in enumerate(starts):
         results.append(

@@ -135,6 +135,7 @@ def write_job(tmp_path, text=None) -> Path:
         ("upper = 0.3", "upper = 0.3\ntransform = \"cubic\"", r"parameters\[1\]\.transform"),
         ("upper = 0.3", 'upper = 0.3\nper_experiment = "false"',
          r"parameters\[1\]\.per_experiment: expected true or false"),
+        ("refine = 1", "refine = 1\nrefine_initial = 0", r"fit\.refine_initial: expected true"),
     ],
 )
 def test_fit_job_errors_name_the_key(tmp_path, old, new, match):
@@ -152,8 +153,10 @@ def test_fit_command_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.long
 def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
-    job = write_job(tmp_path, FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04"))
+    text = FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04")
+    job = write_job(tmp_path, text.replace("refine = 1", "refine = 1\nrefine_initial = false"))
     whole = run_fit_job(job, tmp_path / "whole", progress=False)
+    assert [r["start"] for r in whole.search["refinements"]] == ["candidate 0"]
 
     out = tmp_path / "killed"  # killed in the middle of the global stage
     checkpoint = out / "global.npz"

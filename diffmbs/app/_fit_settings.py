@@ -7,6 +7,7 @@
     population = 64                  # global search: candidates per generation (one batch)
     generations = 30
     refine = 3                       # local fits from the best distinct candidates
+    refine_initial = true            # and one from the initial values
     method = "levenberg_marquardt"   # the local fitter: | gauss_newton | adam | lbfgs
     max_iterations = 25              # per local fit
     multistart = 16                  # without a global stage: LHS samples scored in one vmap
@@ -50,6 +51,13 @@ def _choice(table: Mapping[str, Any], key: str, where: str, default: str, option
     return value
 
 
+def _flag(table: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
+    return value
+
+
 def _profiles(table: Mapping[str, Any], where: str) -> tuple[str, ...] | bool:
     value = table.get("profiles", False)
     if isinstance(value, bool):
@@ -77,6 +85,7 @@ class FitSettings:
     population: int = 64
     generations: int = 30
     refine: int = 3
+    refine_initial: bool = True
     profiles: tuple[str, ...] | bool = False
     posterior: str = "none"
     posterior_samples: int = 500
@@ -85,7 +94,7 @@ class FitSettings:
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str = "fit"):
         keys = {"method", "max_iterations", "multistart", "seed", "checkpoint_every", "global",
-                "population", "generations", "refine", "profiles", "posterior",
+                "population", "generations", "refine", "refine_initial", "profiles", "posterior",
                 "posterior_samples", "posterior_warmup"}  # fmt: skip
         check_keys(table, keys, where)
         integer = lambda key, low: read_integer(table, key, where, getattr(cls, key), low)  # noqa: E731
@@ -99,6 +108,7 @@ class FitSettings:
             population=integer("population", 2),
             generations=integer("generations", 1),
             refine=integer("refine", 1),
+            refine_initial=_flag(table, "refine_initial", where, cls.refine_initial),
             profiles=_profiles(table, where),
             posterior=_choice(table, "posterior", where, cls.posterior, POSTERIOR_METHODS),
             posterior_samples=integer("posterior_samples", 1),

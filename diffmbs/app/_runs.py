@@ -260,11 +260,13 @@ def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -
     iterations = max_iterations or settings.max_iterations
     search = settings.search(problem.space)
     if search is not None:
+        local_fits = settings.refine + settings.refine_initial
         status(f"global search ({search.population_size} candidates × {search.generations} "
-               f"generations), then {settings.refine + 1} local fits")  # fmt: skip
+               f"generations), then {local_fits} local fits")  # fmt: skip
         return global_fit(
             problem, search, settings.fitter(), n_refine=settings.refine,
-            max_iterations=iterations, seed=settings.seed, checkpoint_dir=out_dir,
+            refine_initial=settings.refine_initial, max_iterations=iterations,
+            seed=settings.seed, checkpoint_dir=out_dir,
             checkpoint_every=settings.checkpoint_every, resume=resume, progress=progress,
         )  # fmt: skip
     checkpoint = out_dir / "checkpoint.npz"
