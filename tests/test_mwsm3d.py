@@ -394,7 +394,8 @@ def test_compliant_anvil_sags_by_its_spring():
 def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
     """``data/mwsm3d/fit.toml``: three tests (rigid 1 ft and 2 ft, flexible 2 ft) on the
     bundled synthetic records, the machine's parameters shared, the stops' and the channels'
-    set through several paths, every start value 2–5× off the truth of make_records.py."""
+    set through several paths, the anvil table compliant with the truth's mass split, every
+    start value 2–5× off the truth of make_records.py."""
     from pathlib import Path
 
     from diffmbs.app import load_job
@@ -405,11 +406,14 @@ def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
     space = job.parameters
     by_name = {p.name: p for p in space.parameters}
     assert len(by_name["zeta_channels"].paths) == 4 and len(by_name["k_stop"].paths) == 2
+    assert all(e.model_options["anvil_fraction"] == 0.4 for e in job.experiments)
     sprung_mass = Geometry.bed_mass + Geometry.anvil_mass + Geometry.block_mass
     omega_bed = 2 * math.pi * 3.5
+    upper_plate = 0.6 * Geometry.anvil_mass  # the truth's table: 40 % struck, 60 % on top
     truth = {"k_impact": 8e10, "k_stop": 1.5e11 / 4, "zeta_channels": 0.03,
              "k_bed": sprung_mass * omega_bed**2,
-             "c_bed": 2 * 0.05 * omega_bed * sprung_mass}  # fmt: skip
+             "c_bed": 2 * 0.05 * omega_bed * sprung_mass,
+             "k_anvil": upper_plate * (2 * math.pi * 450.0) ** 2}  # fmt: skip
     for name, value in truth.items():
         assert 2.0 <= max(by_name[name].initial / value, value / by_name[name].initial) <= 5.0
     from diffmbs.io import read_spectrum_csv
