@@ -189,4 +189,5 @@ def test_mwsm_3d_fit_notebook_fits_reports_and_its_sensitivities_match_differenc
     for row in summary["parameters"]:
         assert row["ratio"] > 0 and (row["z"] is None or math.isfinite(row["z"]))
     assert summary["identifiability_png"]
-    assert summary["fd_error"] < 1e-2  # 2.6e-3 measured: the difference's own O(h²) and noise
+    # 5.4e-3 measured away from the spectrum's kinks (one of 68 frequencies here)
+    assert summary["fd_error"] < 1e-2 and summary["fd_kinks"] <= 3
