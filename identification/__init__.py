@@ -14,8 +14,10 @@ Generic over any model pytree (an ``equinox.Module``):
 * :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
   identifiability; ``save`` writes JSON and figures;
 * :func:`profile_likelihood` — confidence intervals by profiling, one-sided where only a limit
-  exists; :func:`sample_posterior` — NUTS samples of the posterior (numpyro), with
-  :func:`plot_corner`; the fit's own σ are widened when its residuals show model discrepancy;
+  exists; :func:`plausible_ranges` — what those intervals contain at least, from the points a
+  global search already evaluated; :func:`sample_posterior` — NUTS samples of the posterior
+  (numpyro), with :func:`plot_corner`; the fit's own σ are widened when its residuals show
+  model discrepancy;
 * :func:`srs_sensitivity`, :func:`band_sensitivity`, :func:`save_identifiability`,
   :func:`sweep` — scaled sensitivities (per frequency band: where each parameter acts) and
   batched forward runs;
@@ -43,7 +45,7 @@ from identification._global import (
 from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
 from identification._posterior import Posterior, plot_corner, sample_posterior
 from identification._problem import Problem
-from identification._profile import Profile, profile_likelihood
+from identification._profile import Profile, plausible_ranges, profile_likelihood
 from identification._results import FitResult, gauss_newton_covariance, load_result
 from identification._sampling import (
     Starts,
@@ -97,6 +99,7 @@ __all__ = [
     "misfit_report",
     "multistart",
     "plot_corner",
+    "plausible_ranges",
     "profile_likelihood",
     "sample_posterior",
     "sample_values",

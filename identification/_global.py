@@ -42,6 +42,7 @@ from identification._checkpoint import load_npz, save_npz
 from identification._fit import fit
 from identification._fitters import AbstractFitter, LevenbergMarquardt
 from identification._problem import Problem
+from identification._profile import plausible_ranges
 from identification._results import FitResult
 from identification._sampling import batched_loss
 
@@ -123,12 +124,15 @@ class GlobalSearchResult(NamedTuple):
     """What :func:`global_search` found: the best points ``z`` ``(k, p)`` (unconstrained) and
     their ``loss`` ``(k,)``, ascending, at most ``k`` of them and at least ``min_distance``
     apart; ``evaluations`` (simulations of each experiment, every one counted);
-    ``best_history`` ``(generations,)``: the best loss so far after each generation."""
+    ``best_history`` ``(generations,)``: the best loss so far after each generation;
+    ``archive_z`` ``(m, p)`` and ``archive_loss`` ``(m,)``: the best points seen, ascending."""
 
     z: np.ndarray
     loss: np.ndarray
     evaluations: int
     best_history: np.ndarray
+    archive_z: np.ndarray
+    archive_loss: np.ndarray
 
 
 def _penalised(u: np.ndarray, losses: np.ndarray) -> np.ndarray:
@@ -252,6 +256,8 @@ def global_search(
         archive_loss[best],
         generation * search.population_size,
         np.asarray(history),
+        np.asarray(space.to_unconstrained(space.from_box(archive_u))).reshape(-1, len(space)),
+        archive_loss,
     )
 
 
@@ -274,8 +280,9 @@ def global_fit(
     each) from its ``n_refine`` best distinct points and (``refine_initial``) from the parameters'
     initial values;
     returns the :class:`~identification.FitResult` with the lowest loss, whose ``search`` field
-    records the global stage (strategy, evaluations, best loss by generation, and every
-    refinement's start loss, end loss and message).
+    records the global stage (strategy, evaluations, best loss by generation, every
+    refinement's start loss, end loss and message, and ``plausible``: the ranges spanned by the
+    search's points as good as the fit, :func:`~identification.plausible_ranges`).
 
     ``checkpoint_dir``: the search's checkpoint (``global.npz``) and each refinement's
     (``refine_<i>.npz``, every ``checkpoint_every`` iterations) go there; with ``resume`` the
@@ -313,6 +320,8 @@ def global_fit(
         + sum(r.evaluations.get("simulations", 0) for r in results),
         "total_jacobians": sum(r.evaluations.get("jacobians", 0) for r in results),
         "best_history": found.best_history.tolist(),
+        # the archive's points as good as the fit: inner bounds of the profile intervals
+        "plausible": plausible_ranges(problem, best, found.archive_z, found.archive_loss),
         "refinements": [
             {"start": "initial values" if i == len(found.z) else f"candidate {i}",
              "start_loss": r.loss_history[0] if r.loss_history else math.nan,

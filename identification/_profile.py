@@ -38,7 +38,7 @@ from identification._parameters import ParameterSpace
 from identification._problem import Problem
 from identification._results import FitResult
 
-__all__ = ["Profile", "profile_likelihood"]
+__all__ = ["Profile", "plausible_ranges", "profile_likelihood"]
 
 
 def _chi2_one_dof(level: float) -> float:
@@ -209,3 +209,36 @@ def profile_likelihood(
         lower=ends[0],
         upper=ends[1],
     )
+
+
+def plausible_ranges(
+    problem: Problem,
+    result: FitResult,
+    candidates_z: np.ndarray,
+    candidate_losses: np.ndarray,
+    level: float = 0.95,
+) -> dict:
+    """What the profile intervals contain at least, from points already evaluated (the
+    archive of a global search): a candidate ``z`` whose statistic ``n (L − L_min) / s²``
+    (``s²`` widened as in :func:`profile_likelihood`) is at most ``χ²₁(level)`` bounds the
+    profile of *every* parameter from above at its value, since the profile minimises over
+    the others; so each parameter's profile interval contains all such values. Where distinct
+    candidates as good as the fit lie far apart, the data do not pin those parameters down,
+    whatever the curvature at the fitted point says; a local σ cannot see it.
+
+    ``candidates_z`` ``(m, p)``, ``candidate_losses`` ``(m,)``. Returns ``{"level",
+    "threshold", "candidates"`` (how many qualify), ``"ranges"``: name → ``[low, high]`` SI
+    (the fitted value included)``}``."""
+    threshold = _chi2_one_dof(level)
+    s2 = result.s2 * result.discrepancy.get("inflation", 1.0)
+    s2 = s2 if s2 > 0 else float(np.finfo(float).tiny)
+    losses = np.asarray(candidate_losses, dtype=float)
+    statistic = problem.n_residuals * (losses - result.loss) / s2
+    keep = np.isfinite(losses) & (statistic <= threshold)
+    values = np.asarray(problem.space.from_unconstrained(jnp.asarray(candidates_z)))[keep]
+    fitted = np.array([result.parameters[n] for n in problem.space.names])
+    values = np.vstack([values, fitted[None]])
+    ranges = {name: [float(values[:, j].min()), float(values[:, j].max())]
+              for j, name in enumerate(problem.space.names)}  # fmt: skip
+    return {"level": level, "threshold": threshold, "candidates": int(keep.sum()),
+            "ranges": ranges}  # fmt: skip

@@ -353,6 +353,7 @@ class FitResult:
             else:
                 interval = "the whole box (no limit)"
             lines.append(f"profile {100 * prof['level']:.0f} % interval of {name}: {interval}")
+        lines += self._plausible_lines()
         if self.posterior:
             post = self.posterior
             lines.append(
@@ -395,6 +396,22 @@ class FitResult:
         if partners:
             return f"not identifiable: flat in a combination with {', '.join(partners)}"
         return "not identifiable (no effect on the misfit)"
+
+    def _plausible_lines(self) -> list[str]:
+        """The parameters whose global-stage points as good as the fit
+        (:func:`~identification.plausible_ranges`) reach beyond the local 95 % interval."""
+        plausible = (self.search or {}).get("plausible")
+        if not plausible:
+            return []
+        lines = []
+        for i, name in enumerate(self.parameter_names):
+            low, high = plausible["ranges"][name]
+            value, reach = self.parameters[name], 1.96 * self.std[i]
+            if low < value - reach or high > value + reach:
+                lines.append(f"{name}: points of the global stage as good as the fit span "
+                             f"[{low:.4g}, {high:.4g}], beyond its local 95 % interval: "
+                             "these data do not pin it down")  # fmt: skip
+        return lines
 
     def _weak_note(self, i: int) -> str:
         """Why an estimated parameter is poorly determined: a strong trade-off with another

@@ -56,6 +56,9 @@ def test_local_fit_stops_in_a_side_lobe_and_the_global_fit_finds_the_truth():
     assert np.all(np.diff(search["best_history"]) <= 0)  # the best so far never gets worse
     assert len(search["refinements"]) == 4  # three candidates and the initial values
     assert search["refinements"][-1]["loss"] == pytest.approx(local.loss)
+    # noise-free data: no other point of the search is as good as the exact fit
+    for name, (low, high) in search["plausible"]["ranges"].items():
+        assert low == high == result.parameters[name]
 
 
 def test_search_resumed_from_its_checkpoint_ends_where_an_uninterrupted_one_does(tmp_path):
@@ -99,3 +102,49 @@ def test_box_coordinates_round_trip_and_global_search_needs_finite_bounds():
     problem = idf.Problem(unbounded, tone_problem().experiments)
     with pytest.raises(ValueError, match="'frequency'.*finite bounds"):
         idf.global_search(problem, progress=False)
+
+
+class Line(eqx.Module):
+    intercept: jnp.ndarray
+    slope: jnp.ndarray
+
+
+X = np.linspace(-1.0, 2.0, 40)
+
+
+def test_plausible_ranges_are_inner_bounds_of_the_exact_profile_intervals():
+    """y = a + b x with Gaussian noise: the profile of each coefficient is exactly quadratic,
+    so its 95 % interval is â ± 1.96 σ (closed form, ordinary least squares by NumPy). The
+    ranges spanned by grid points whose statistic is under χ²₁(95 %) must lie inside those
+    intervals and, on a fine grid, reach them."""
+    rng = np.random.default_rng(5)
+    measured = 0.7 + 1.3 * X + rng.normal(0.0, 0.2, X.size)
+    experiment = idf.FunctionExperiment(
+        "line", Line(jnp.asarray(0.0), jnp.asarray(0.0)),
+        lambda m: m.intercept + m.slope * jnp.asarray(X), measured, misfit="linear",
+    )  # fmt: skip
+    space = idf.ParameterSpace([
+        idf.Parameter("intercept", "intercept", -np.inf, np.inf, 0.0, "linear"),
+        idf.Parameter("slope", "slope", -np.inf, np.inf, 0.0, "linear"),
+    ])  # fmt: skip
+    problem = idf.Problem(space, [experiment])
+    result = idf.fit(problem, max_iterations=20, progress=False)
+    assert result.discrepancy["inflation"] == 1.0  # independent noise: nothing widened
+
+    design = np.column_stack([np.ones_like(X), X])
+    coef, ssr, *_ = np.linalg.lstsq(design, measured, rcond=None)
+    s2 = float(ssr[0]) / (X.size - 2)
+    sigma = np.sqrt(np.diag(s2 * np.linalg.inv(design.T @ design)))
+    np.testing.assert_allclose(result.z, coef, rtol=1e-9)
+    np.testing.assert_allclose(result.std, sigma, rtol=1e-6)
+
+    grid = np.stack(np.meshgrid(coef[0] + np.linspace(-4, 4, 161) * sigma[0],
+                                coef[1] + np.linspace(-4, 4, 161) * sigma[1]), -1).reshape(-1, 2)
+    losses = np.mean((grid @ design.T - measured) ** 2, axis=1)
+    found = idf.plausible_ranges(problem, result, grid, losses)
+    assert 0 < found["candidates"] < len(grid)
+    for j, name in enumerate(("intercept", "slope")):
+        low, high = found["ranges"][name]
+        exact = coef[j] - 1.96 * sigma[j], coef[j] + 1.96 * sigma[j]
+        assert exact[0] - 1e-9 <= low and high <= exact[1] + 1e-9, name
+        assert high - low > 0.97 * (exact[1] - exact[0]), name  # the grid's spacing: 0.05 σ
