@@ -262,7 +262,7 @@ def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -
     if search is not None:
         local_fits = settings.refine + settings.refine_initial
         status(f"global search ({search.population_size} candidates × {search.generations} "
-               f"generations), then {local_fits} local fits")  # fmt: skip
+               f"generations), then {local_fits} local fit{'s' * (local_fits != 1)}")  # fmt: skip
         return global_fit(
             problem, search, settings.fitter(), n_refine=settings.refine,
             refine_initial=settings.refine_initial, max_iterations=iterations,
