@@ -277,9 +277,8 @@ def global_fit(
     progress: bool = True,
 ) -> FitResult:
     """:func:`global_search`, then ``fitter`` (default Levenberg–Marquardt, ``max_iterations``
-    each) from its ``n_refine`` best distinct points and (``refine_initial``) from the parameters'
-    initial values;
-    returns the :class:`~identification.FitResult` with the lowest loss, whose ``search`` field
+    each) from its ``n_refine`` best distinct points and (``refine_initial``) from the
+    parameters' initial values; returns the :class:`~identification.FitResult` with the lowest loss, whose ``search`` field
     records the global stage (strategy, evaluations, best loss by generation, every
     refinement's start loss, end loss and message, and ``plausible``: the ranges spanned by the
     search's points as good as the fit, :func:`~identification.plausible_ranges`).
