@@ -97,8 +97,8 @@ def _memory_regions() -> int:
 def release_compiled_programs(max_regions: int = MAX_MEMORY_REGIONS) -> bool:
     """Drop every compiled JAX program (``jax.clear_caches``) when this process maps more than
     ``max_regions`` memory regions (see :data:`MAX_MEMORY_REGIONS`); returns whether it did.
-    Called at the start of every global search and local fit; what is needed again is
-    recompiled."""
+    Called at the start of every global search and local fit and before a fit job's
+    sensitivities; what is needed again is recompiled."""
     if _memory_regions() <= max_regions:
         return False
     jax.clear_caches()
