@@ -278,10 +278,11 @@ def global_fit(
 ) -> FitResult:
     """:func:`global_search`, then ``fitter`` (default Levenberg–Marquardt, ``max_iterations``
     each) from its ``n_refine`` best distinct points and (``refine_initial``) from the
-    parameters' initial values; returns the :class:`~identification.FitResult` with the lowest loss, whose ``search`` field
-    records the global stage (strategy, evaluations, best loss by generation, every
-    refinement's start loss, end loss and message, and ``plausible``: the ranges spanned by the
-    search's points as good as the fit, :func:`~identification.plausible_ranges`).
+    parameters' initial values. Returns the :class:`~identification.FitResult` with the lowest
+    loss; its ``search`` field records the global stage: strategy, evaluations, best loss by
+    generation, every refinement's start loss, end loss and message, and ``plausible``, the
+    ranges spanned by the search's points as good as the fit
+    (:func:`~identification.plausible_ranges`).
 
     ``checkpoint_dir``: the search's checkpoint (``global.npz``) and each refinement's
     (``refine_<i>.npz``, every ``checkpoint_every`` iterations) go there; with ``resume`` the
