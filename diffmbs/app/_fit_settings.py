@@ -28,7 +28,7 @@ from typing import Any
 
 from identification import CMAES, LBFGS, Adam, GaussNewton, LevenbergMarquardt, ParameterSpace
 
-from ._tables import ConfigError, check_keys, read_integer
+from ._tables import ConfigError, check_keys, read_bool, read_integer
 
 __all__ = ["FIT_METHODS", "GLOBAL_METHODS", "FitSettings"]
 
@@ -48,13 +48,6 @@ def _choice(table: Mapping[str, Any], key: str, where: str, default: str, option
     value = table.get(key, default)
     if value not in options:
         raise ConfigError(f"{where}.{key}: {value!r} is not one of {', '.join(options)}")
-    return value
-
-
-def _flag(table: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
-    value = table.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
     return value
 
 
@@ -108,7 +101,7 @@ class FitSettings:
             population=integer("population", 2),
             generations=integer("generations", 1),
             refine=integer("refine", 1),
-            refine_initial=_flag(table, "refine_initial", where, cls.refine_initial),
+            refine_initial=read_bool(table, "refine_initial", where, cls.refine_initial),
             profiles=_profiles(table, where),
             posterior=_choice(table, "posterior", where, cls.posterior, POSTERIOR_METHODS),
             posterior_samples=integer("posterior_samples", 1),

@@ -77,6 +77,7 @@ from ._tables import (
     ConfigError,
     check_keys,
     is_number,
+    read_bool,
     read_integer,
     read_number,
     read_string,
@@ -350,9 +351,7 @@ def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> Paramet
         transform = table.get("transform", "log_bounded")
         if transform not in TRANSFORMS:
             raise ConfigError(f"{where}.transform: {transform!r} is not one of {TRANSFORMS}")
-        per_experiment = table.get("per_experiment", False)
-        if not isinstance(per_experiment, bool):
-            raise ConfigError(f"{where}.per_experiment: expected true or false")
+        per_experiment = read_bool(table, "per_experiment", where, False)
         # A test's own value also applies to its measured record (experiment "<test>:history").
         groups = [(e.name, f"{e.name}:history") if e.history_path else (e.name,)
                   for e in experiments] if per_experiment else [None]  # fmt: skip

@@ -11,7 +11,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ConfigError", "check_keys", "read_integer", "read_number", "read_string", "table_of"]
+__all__ = [
+    "ConfigError", "check_keys", "read_bool", "read_integer", "read_number", "read_string",
+    "table_of",
+]  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -54,6 +57,14 @@ def read_number(
     if positive and value <= 0:
         raise ConfigError(f"{where}.{key}: must be positive, got {value!r}")
     return float(value)
+
+
+def read_bool(table: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    """``table.get(key, default)``, which must be ``true`` or ``false``."""
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}.{key}: expected true or false, got {value!r}")
+    return value
 
 
 def read_integer(table: Mapping[str, Any], key: str, where: str, default: int, minimum: int) -> int:
