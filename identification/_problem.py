@@ -210,7 +210,7 @@ def _values_and_slopes(space, z: Array) -> tuple[Array, Array]:
     return space.from_unconstrained(z), space.dvalues_dz(z)
 
 
-def _blocks(problem: Problem):
+def experiment_blocks(problem: Problem):
     """``(anonymous experiment, indices into z, paths)`` of each experiment, in order."""
     for e in problem.experiments:
         indices, paths = kernel_arguments(problem.space, e)
@@ -222,7 +222,8 @@ def evaluate(problem: Problem, z: Array) -> tuple[Array, dict[str, Array]]:
     predictions)``."""
     values = np.asarray(_values_and_slopes(problem.space, jnp.asarray(z, dtype=float))[0])
     rs, predictions = [], {}
-    for (e, indices, paths), name in zip(_blocks(problem), problem.experiment_names, strict=True):
+    named = zip(experiment_blocks(problem), problem.experiment_names, strict=True)
+    for (e, indices, paths), name in named:
         r, predictions[name] = evaluate_kernel(e, paths, values[indices])
         rs.append(np.asarray(r))
     return jnp.asarray(np.concatenate(rs)), predictions
@@ -233,7 +234,7 @@ def residuals_and_jacobian(problem: Problem, z: Array) -> tuple[Array, Array]:
     J (m, p))``; each experiment's block differentiated in its own parameters only."""
     values, slopes = map(np.asarray, _values_and_slopes(problem.space, jnp.asarray(z, dtype=float)))
     rs, blocks = [], []
-    for e, indices, paths in _blocks(problem):
+    for e, indices, paths in experiment_blocks(problem):
         r, jac_values = residuals_jacobian_kernel(e, paths, values[indices], problem.jac)
         block = np.zeros((r.shape[0], problem.n_parameters))
         block[:, indices] = np.asarray(jac_values) * slopes[indices]
@@ -247,7 +248,7 @@ def batched_loss_rows(problem: Problem, zs: Array) -> Array:
     one ``jax.vmap`` compiled per structure."""
     values = np.asarray(_values_and_slopes(problem.space, jnp.asarray(zs, dtype=float))[0])
     total, m = 0.0, 0
-    for e, indices, paths in _blocks(problem):
+    for e, indices, paths in experiment_blocks(problem):
         sum_squares, m_e = sum_squares_batch_kernel(e, paths, values[:, indices])
         total, m = total + np.asarray(sum_squares), m + m_e
     return jnp.asarray(total / m)
@@ -256,7 +257,7 @@ def batched_loss_rows(problem: Problem, zs: Array) -> Array:
 def _value_and_grad(problem: Problem, z: Array) -> tuple[Array, Array]:
     values, slopes = map(np.asarray, _values_and_slopes(problem.space, jnp.asarray(z, dtype=float)))
     total, grad, m = 0.0, np.zeros(problem.n_parameters), 0
-    for e, indices, paths in _blocks(problem):
+    for e, indices, paths in experiment_blocks(problem):
         sum_squares, grad_values, m_e = sum_squares_grad_kernel(e, paths, values[indices])
         total, m = total + float(sum_squares), m + m_e
         grad[indices] += np.asarray(grad_values) * slopes[indices]

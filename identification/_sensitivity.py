@@ -20,44 +20,45 @@ from __future__ import annotations
 from pathlib import Path
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike
+from jaxtyping import ArrayLike
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from diffmbs import selection
 from diffmbs.io import atomic_write, write_csv_atomic
-from identification._problem import Problem
+from identification._kernels import residuals_jacobian_kernel
+from identification._problem import Problem, experiment_blocks
 
 __all__ = ["band_sensitivity", "save_identifiability", "save_sensitivity", "srs_sensitivity"]
 
 
-@eqx.filter_jit
-def _jacobians(problem: Problem, values: Array) -> dict[str, Array]:
-    """``∂ level / ∂s`` at ``s = 0`` with the parameters set to ``values · eˢ``."""
-    out = {}
-    for e in problem.experiments:
-
-        def level(s, e=e):
-            model = problem.space.apply(e.model, values * jnp.exp(s), e.name)
-            pred = e.predict(model)
-            if e.in_db:
-                return 20.0 * jnp.log10(selection.maximum(pred, jnp.finfo(pred.dtype).tiny))
-            return pred
-
-        s0 = jnp.zeros_like(values)
-        out[e.name] = jax.jacfwd(level)(s0) if problem.jac == "fwd" else jax.jacrev(level)(s0)
-    return out
+def _unweighted(experiment):
+    """``experiment`` with unit weights: an array leaf, so the compiled kernels still serve it,
+    and its residuals are then ``SRS_dB − measured_dB`` (dB experiments) or
+    ``(prediction − measured) / scale``."""
+    if not hasattr(experiment, "weights"):
+        return experiment  # a user's experiment without weights: its residuals as they are
+    return eqx.tree_at(lambda e: e.weights, experiment, jnp.ones_like(experiment.weights))
 
 
 def srs_sensitivity(problem: Problem, z: ArrayLike | None = None) -> dict[str, np.ndarray]:
     """``∂ SRS_dB / ∂ ln θ`` per experiment, each of shape ``(n_freq, p)`` (dB per unit
-    ``ln θ``); ``z`` defaults to ``problem.initial_z``. See the module docstring."""
+    ``ln θ``); ``z`` defaults to ``problem.initial_z``. See the module docstring.
+
+    Computed with the fit's own compiled Jacobian kernels (one per experiment structure,
+    differentiated in the SI values ``v``, so ``v ∂/∂v`` is ``∂/∂ ln θ``): after a fit nothing
+    is compiled again."""
     z = problem.initial_z if z is None else jnp.asarray(z, dtype=float)
-    jacs = _jacobians(problem, problem.values(z))
-    return {name: np.asarray(j) for name, j in jacs.items()}
+    values = np.asarray(problem.values(z))
+    out = {}
+    named = zip(experiment_blocks(problem), problem.experiment_names, strict=True)
+    for (e, indices, paths), name in named:
+        _, jac = residuals_jacobian_kernel(_unweighted(e), paths, values[indices], problem.jac)
+        block = np.zeros((jac.shape[0], problem.n_parameters))
+        block[:, indices] = np.asarray(jac) * values[indices]
+        out[name] = block if e.in_db else block * getattr(e, "scale", 1.0)
+    return out
 
 
 def save_sensitivity(

@@ -9,6 +9,7 @@ problem of test_identification.py (its compiled line search is the costliest to 
 
 import json
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -170,6 +171,11 @@ def test_srs_sensitivity_matches_finite_differences(single, lm_result):
     scale = np.max(np.abs(fd), axis=0)
     np.testing.assert_allclose(sens, fd, rtol=0, atol=1e-4 * scale.max())
     np.testing.assert_allclose(sens[:, 2], 20 / np.log(10), rtol=1e-8)  # SRS ∝ v₀
+    # weights shape the misfit, not the spectrum: a weighted twin has the same sensitivity
+    (drop,) = problem.experiments
+    weighted = eqx.tree_at(lambda e: e.weights, drop, jnp.linspace(0.0, 3.0, 20))
+    twin = idf.Problem(problem.space, [weighted])
+    np.testing.assert_allclose(idf.srs_sensitivity(twin, z)["drop"], sens, rtol=1e-12, atol=0)
 
 
 def test_save_writes_json_and_figures(single, lm_result, tmp_path):
