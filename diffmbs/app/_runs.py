@@ -15,7 +15,6 @@ from pathlib import Path
 import diffrax
 import numpy as np
 
-from diffmbs._settings import MAX_MEMORY_REGIONS, release_compiled_programs
 from diffmbs.channels import flat_channels
 from diffmbs.integrate import DIAGNOSES, FAILURES, simulate
 from diffmbs.io import LAB_FORMATS, read_record, read_spectrum_csv, write_csv_atomic
@@ -203,8 +202,6 @@ def run_fit_job(
         result = _fit(problem, settings, out_dir, max_iterations, resume, progress, status)
         _uncertainty_extras(problem, result, settings, out_dir, resume=resume, status=status)
         status("sensitivities and report")
-        # the fit's programs are done with, and the sensitivities compile all tests in one
-        release_compiled_programs(max_regions=MAX_MEMORY_REGIONS // 2)
         _save_sensitivities(out_dir, problem, srs_sensitivity(problem, result.z),
                             result.relative_std)
         result.save(out_dir, srs_unit=(job.srs.units, job.srs.scale))  # result.json last
