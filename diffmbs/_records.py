@@ -18,8 +18,12 @@ __all__ = ["ACCELERATION_UNITS", "SAMPLING_TOLERANCE", "STANDARD_GRAVITY", "TIME
 STANDARD_GRAVITY = 9.80665
 """Standard acceleration of gravity g₀, m/s² (exact, by definition)."""
 
-ACCELERATION_UNITS: dict[str, float] = {"m/s2": 1.0, "g": STANDARD_GRAVITY}
-"""Accepted acceleration units and their size in m/s²."""
+ACCELERATION_UNITS: dict[str, float] = {
+    "m/s2": 1.0, "g": STANDARD_GRAVITY, "mg": 1e-3 * STANDARD_GRAVITY, "cm/s2": 0.01,
+    "ft/s2": 0.3048, "in/s2": 0.0254,
+}  # fmt: skip
+"""Accepted acceleration units and their size in m/s² (the foot and inch are the international
+ones, 0.3048 m and 0.0254 m exactly)."""
 
 SAMPLING_TOLERANCE = 1e-6
 """Largest accepted relative spread (max − min)/mean of the time steps of a record."""
@@ -34,8 +38,9 @@ class AccelerationRecord:
         dt: sample interval, s.
         channels: channel name → acceleration, m/s², each of shape ``(n_samples,)``.
         time: sample times, s, shape ``(n_samples,)``.
-        source_unit: the unit the file was written in (``"m/s2"`` or ``"g"``; ``"mixed"`` for a
-            lab file whose channels state different units); the channels are in m/s² regardless.
+        source_unit: the unit the file was written in (a key of :data:`ACCELERATION_UNITS`;
+            ``"mixed"`` for a file whose channels state different units); the channels are in
+            m/s² regardless.
     """
 
     name: str
@@ -59,21 +64,38 @@ def acceleration_scale(unit: str) -> float:
         raise ValueError(f"unknown acceleration unit {unit!r}; use one of {known}") from None
 
 
-UNIT_NAMES = {"g": "g", "g0": "g", "gn": "g", "m/s2": "m/s2", "m/s^2": "m/s2", "m/s²": "m/s2",
-              "m s-2": "m/s2", "m/s/s": "m/s2", "m*s^-2": "m/s2", "mps2": "m/s2"}  # fmt: skip
+UNIT_NAMES = {
+    "g": "g", "g0": "g", "gn": "g",
+    "mg": "mg", "milli-g": "mg", "millig": "mg",
+    "m/s2": "m/s2", "m/s^2": "m/s2", "m/s²": "m/s2", "m s-2": "m/s2", "m/s/s": "m/s2",
+    "m*s^-2": "m/s2", "mps2": "m/s2",
+    "cm/s2": "cm/s2", "cm/s^2": "cm/s2", "cm/s²": "cm/s2", "gal": "cm/s2",
+    "ft/s2": "ft/s2", "ft/s^2": "ft/s2", "ft/s²": "ft/s2", "ft/s/s": "ft/s2",
+    "in/s2": "in/s2", "in/s^2": "in/s2", "in/s²": "in/s2", "in/s/s": "in/s2",
+}  # fmt: skip
 """Unit labels files carry (lower case, spaces trimmed) → :data:`ACCELERATION_UNITS`."""
 
 # The last word of a column name, after a separator, in brackets or not: ``top_g``,
 # ``accel [g]``, ``a (m/s^2)``.
-_LAST_WORD = re.compile(r"(?:^|[_\s\[(])([^_\s\[\]()]+)[\])]?\s*$")
+_LAST_WORD = re.compile(r"(?:^|[_\s\[(])([^_\s\[\]()]+)([\])])?\s*$")
 
 
 def column_unit(name: str) -> str | None:
     """The acceleration unit a column's name ends with (``equipment_g`` → ``"g"``,
     ``a [m/s^2]`` → ``"m/s2"``: :data:`UNIT_NAMES`), or ``None`` when it states none
-    (``accel``, ``leg``)."""
+    (``accel``, ``leg``). A last word in brackets is a stated unit: one that is not an
+    acceleration unit (``a [V]``, ``a (km/h)``) is a ``ValueError`` naming the column, never a
+    silent m/s²."""
     match = _LAST_WORD.search(name.strip())
-    return None if match is None else UNIT_NAMES.get(match.group(1).lower())
+    if match is None:
+        return None
+    unit = UNIT_NAMES.get(match.group(1).lower())
+    if unit is None and match.group(2):
+        known = ", ".join(sorted(UNIT_NAMES))
+        raise ValueError(f"column {name!r} states the unit {match.group(1)!r}, which is not an "
+                         f"acceleration unit diffmbs reads ({known}); convert the column or "
+                         "rename it")  # fmt: skip
+    return unit
 
 
 def _existing_file(path) -> Path:
@@ -121,8 +143,12 @@ TIME_UNITS = {
 
 def time_unit_scale(name: str) -> float:
     """Seconds per unit of a time column, from the unit its name ends with (:data:`TIME_UNITS`;
-    ``time_ms`` → 1e-3); a name without a unit (``time``, ``t``) is in seconds."""
+    ``time_ms`` → 1e-3); a name without a unit (``time``, ``t``) is in seconds. A last word in
+    brackets that is not a time unit (``t [samples]``) is a ``ValueError`` naming the column."""
     tokens = [t for t in re.split(r"[_\s\[\]()/]+", name.strip().lower()) if t]
-    return TIME_UNITS.get(tokens[-1], 1.0) if tokens else 1.0
-
-
+    if not tokens:
+        return 1.0
+    if tokens[-1] not in TIME_UNITS and name.strip()[-1:] in ")]":
+        raise ValueError(f"time column {name!r} states the unit {tokens[-1]!r}, which is not a "
+                         f"time unit diffmbs reads ({', '.join(TIME_UNITS)})")  # fmt: skip
+    return TIME_UNITS.get(tokens[-1], 1.0)

@@ -138,8 +138,9 @@ def read_acceleration_csv(path, time_column: str | None = None, units: str | Non
     Args:
         path: the CSV file.
         time_column: name of the time column; ``None`` for the first column.
-        units: unit of the channels, ``"m/s2"`` or ``"g"``; ``None`` (default): the units the
-            column names state, m/s² for a column that states none. A column whose name states
+        units: unit of the channels, a key of :data:`ACCELERATION_UNITS` (``"m/s2"``, ``"g"``,
+            ``"mg"``, ``"ft/s2"`` …); ``None`` (default): the units the column names state, m/s²
+            for a column that states none. A column whose name states
             another unit than a given ``units`` is an error that names it.
 
     Returns:
@@ -151,13 +152,16 @@ def read_acceleration_csv(path, time_column: str | None = None, units: str | Non
     path = Path(path)
     header, data = _read_table(path)
     t_index = _column_index(path, header, time_column, 0, "time")
-    time = data[:, t_index] * time_unit_scale(header[t_index])
+    try:
+        time_scale = time_unit_scale(header[t_index])
+        stated_units = {name: column_unit(name) for k, name in enumerate(header) if k != t_index}
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    time = data[:, t_index] * time_scale
     dt = _check_uniform_time(path, header[t_index], time)
     channels, unit_of = {}, {}
-    for k, name in enumerate(header):
-        if k == t_index:
-            continue
-        stated = column_unit(name)
+    for name, stated in stated_units.items():
+        k = header.index(name)
         if stated is not None and units is not None and stated != units:
             raise ValueError(f"{path}: column {name!r} is in {stated} by its name, but the "
                              f"record was asked for in {units}")  # fmt: skip

@@ -1,5 +1,6 @@
 """Readers and writers of diffmbs.io: round trips, unit conversion, and every validation error."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -82,10 +83,34 @@ def test_csv_time_column_in_the_unit_its_name_gives(tmp_path, name, dt):
     "name, unit",
     [("top_g", "g"), ("accel [g]", "g"), ("Accel_G", "g"), ("a (m/s^2)", "m/s2"),
      ("base_m/s2", "m/s2"), ("base_mps2", "m/s2"), ("a m/s²", "m/s2"), ("accel", None),
-     ("leg", None), ("channel_mg", None), ("g", "g")],
+     ("leg", None), ("channel_mg", "mg"), ("g", "g"), ("a [ft/s^2]", "ft/s2"),
+     ("a_in/s2", "in/s2"), ("pga (gal)", "cm/s2")],
 )  # fmt: skip
 def test_column_unit_is_read_from_the_end_of_the_name(name, unit):
     assert column_unit(name) == unit
+
+
+def test_csv_units_of_other_systems_are_converted_exactly(tmp_path):
+    """milli-g, ft/s² and in/s² by their definitions (g₀ = 9.80665 m/s², ft = 0.3048 m,
+    in = 0.0254 m), not read as m/s²."""
+    path = _write(tmp_path / "r.csv", "t,top_mg,a [ft/s^2],b (in/s2)\n0,1000,1,1\n1,0,0,0\n")
+    record = read_acceleration_csv(path)
+    np.testing.assert_allclose(record.channels["top_mg"], [9.80665, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(record.channels["a [ft/s^2]"], [0.3048, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(record.channels["b (in/s2)"], [0.0254, 0.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "header, column, unit",
+    [("t,a [V]", "column 'a [V]'", "'V'"), ("t,a (km/h)", "column 'a (km/h)'", "'km/h'"),
+     ("t [samples],a", "time column 't [samples]'", "'samples'")],
+)  # fmt: skip
+def test_csv_unit_in_brackets_that_is_not_one_is_an_error_naming_the_column(
+    tmp_path, header, column, unit
+):
+    path = _write(tmp_path / "r.csv", f"{header}\n0,1\n1,2\n")
+    with pytest.raises(ValueError, match=f"r.csv: {re.escape(column)} states the unit {unit}"):
+        read_acceleration_csv(path)
 
 
 def test_csv_channel_units_come_from_the_header(tmp_path):
@@ -147,7 +172,7 @@ def test_csv_tolerates_bom_and_blank_lines(tmp_path):
         ("time,a\n0,1\n2,1\n1,1\n", {}, ["'time'", "strictly increasing", "row 3"]),
         ("time,a\n0,1\n0,1\n", {}, ["strictly increasing", "row 2"]),
         ("t,a\n0,1\n1,1\n2,1\n3.5,1\n4.5,1\n", {}, ["'t'", "uniformly", "row 3 to row 4"]),
-        ("time,a\n0,1\n1,1\n", {"units": "ft/s2"}, ["unit", "'ft/s2'"]),
+        ("time,a\n0,1\n1,1\n", {"units": "furlong/fortnight2"}, ["unit", "'furlong/fortnight2'"]),
         ("time,a\n0,1\n1,1\n", {"time_column": "seconds"}, ["'seconds'", "time", "['time', 'a']"]),
     ],
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from diffmbs.io import (
+    ACCELERATION_UNITS,
     STANDARD_GRAVITY,
     AccelerationRecord,
     acceleration_scale,
@@ -223,7 +224,7 @@ def add_srs_command(subparsers) -> None:
     )
     p.add_argument(
         "--units",
-        choices=["g", "m/s2"],
+        choices=list(ACCELERATION_UNITS),
         default=None,
         help="unit of the acceleration channels where the file does not state one (CSV: the "
         "unit a column's name ends with, as in top_g or base [m/s^2]; m/s2 where it states "
@@ -280,7 +281,7 @@ def add_srs_command(subparsers) -> None:
     )
     p.add_argument(
         "--output-units",
-        choices=["g", "m/s2"],
+        choices=list(ACCELERATION_UNITS),
         default=None,
         help="unit of the written spectra (default: the unit of the inputs)",
     )
