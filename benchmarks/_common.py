@@ -20,7 +20,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = [
+    "Tracker",
     "block_until_ready",
     "first_call",
     "limit_cores",
@@ -229,3 +232,27 @@ def pass_fail(ok: bool) -> str:
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """Print :func:`markdown_table` to stdout."""
     print(markdown_table(headers, rows))
+
+
+class Tracker:
+    """Counts the simulations of a derivative-free search and records when its best loss
+    first reaches ``target``: :meth:`record` takes the losses of one call, each costing
+    ``simulations_per_loss`` simulations (one per experiment of the problem)."""
+
+    def __init__(self, target: float, simulations_per_loss: int = 1):
+        self.target, self.simulations, self.best = target, 0, np.inf
+        self.per_loss = simulations_per_loss
+        self.reached_at: int | None = None
+        self.t0 = time.perf_counter()
+        self.reached_seconds: float | None = None
+        self.best_history: list[tuple[int, float]] = []  # (simulations, best loss) per call
+
+    def record(self, losses) -> None:
+        losses = np.atleast_1d(np.asarray(losses, dtype=float))
+        for value in losses:
+            self.simulations += self.per_loss
+            self.best = min(self.best, value if np.isfinite(value) else np.inf)
+            if self.reached_at is None and self.best <= self.target:
+                self.reached_at = self.simulations
+                self.reached_seconds = time.perf_counter() - self.t0
+        self.best_history.append((self.simulations, float(self.best)))

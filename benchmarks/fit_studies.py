@@ -45,7 +45,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 import lumped_study as study  # noqa: E402
-from _common import machine_info, print_table, utc_timestamp, write_json_atomic  # noqa: E402
+from _common import (  # noqa: E402
+    Tracker,
+    machine_info,
+    print_table,
+    utc_timestamp,
+    write_json_atomic,
+)
 
 ISSUE_TRUTH = {"k_channel": 1.2e7, "zeta_channel": 0.04, "k_impact": 2e10, "chi_impact": 0.25,
                "k_stop": 5e9, "chi_stop": 0.6, "k_bed": 1.54e7, "zeta_bed": 0.05}  # fmt: skip
@@ -116,25 +122,6 @@ def jacobian_cost(problem) -> float:
         evaluate(problem, z)[0].block_until_ready()
         ts.append(time.perf_counter() - t)
     return float(np.median(tj) / np.median(ts))
-
-
-class Tracker:
-    """Counts simulations and records when the best loss first reaches the target."""
-
-    def __init__(self, target: float):
-        self.target, self.simulations, self.best = target, 0, np.inf
-        self.reached_at: int | None = None
-        self.t0 = time.perf_counter()
-        self.reached_seconds: float | None = None
-
-    def record(self, losses) -> None:
-        losses = np.atleast_1d(np.asarray(losses, dtype=float))
-        for value in losses:
-            self.simulations += 1
-            self.best = min(self.best, value if np.isfinite(value) else np.inf)
-            if self.reached_at is None and self.best <= self.target:
-                self.reached_at = self.simulations
-                self.reached_seconds = time.perf_counter() - self.t0
 
 
 def compare_at(problem, s, gens, quick, target, basin, jac_cost, rows) -> None:
