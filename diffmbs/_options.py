@@ -42,6 +42,12 @@ class SimulationOptions:
       force_dtmin=False)``; ``rtol``/``atol`` (relative / absolute, on ``q`` and ``v`` alike)
       are ignored when a controller is given.
     - ``dt0`` s: initial step; ``None`` lets the controller choose.
+    - ``dtmax`` s: largest step of the default controller. ``"samples"`` (default): the
+      smallest spacing of the save times ``ts``, so that forcing which lasts at least one
+      sample interval (a base pulse, a blow, a switched load) cannot be stepped over unseen —
+      an adaptive step grows freely while nothing moves, and a 1 ms pulse after 0.1 s of rest
+      was skipped entirely without it. A number sets the cap; ``None`` lifts it (fewer steps
+      for smooth motion saved densely).
     - ``max_steps``: step budget (static). Reverse mode stores up to this many steps and
       fills the store on every call: for repeated gradients set it to a few times the steps a
       run takes (see :data:`DEFAULT_MAX_STEPS`).
@@ -84,6 +90,7 @@ class SimulationOptions:
     rtol: float = 1e-8
     atol: float = 1e-10
     dt0: float | None = None
+    dtmax: float | str | None = "samples"
     max_steps: int = DEFAULT_MAX_STEPS
     baumgarte: tuple[ArrayLike, ArrayLike] | None = None
     t0: float | None = None

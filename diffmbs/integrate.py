@@ -734,12 +734,31 @@ def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_pr
             rtol=jnp.asarray(settings.rtol, ts.dtype),
             atol=jnp.asarray(settings.atol, ts.dtype),
             dtmin=DTMIN_FRACTION * (ts[-1] - t0),
+            dtmax=_largest_step(settings.dtmax, ts, t0),
             force_dtmin=False,
             **({} if norm is None else {"norm": norm}),
         )
     options = _OutputOptions(baumgarte, settings.kkt_solver, settings.project,
                              settings.projection_iterations, output_chunk)  # fmt: skip
     return solver, adjoint, controller, options
+
+
+def _largest_step(dtmax, ts, t0):
+    """The default controller's ``dtmax`` (see :class:`SimulationOptions`): ``"samples"`` is
+    the smallest positive spacing of ``ts`` (the span from ``t0`` for a single save time)."""
+    if dtmax is None:
+        return None
+    if isinstance(dtmax, str):
+        if dtmax != "samples":
+            raise ValueError(f"simulate: dtmax must be a step in s, 'samples' or None, got "
+                             f"{dtmax!r}")  # fmt: skip
+        if ts.shape[0] < 2:
+            return ts[-1] - t0
+        gaps = jnp.diff(ts)
+        return jnp.min(jnp.where(gaps > 0, gaps, jnp.inf))
+    if not _is_traced(dtmax) and not float(dtmax) > 0:
+        raise ValueError(f"simulate: dtmax must be positive, got {dtmax!r}")
+    return jnp.asarray(dtmax, ts.dtype)
 
 
 def simulate_batch(
