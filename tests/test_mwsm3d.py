@@ -437,6 +437,8 @@ def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
              "k_anvil": upper_plate * (2 * math.pi * 450.0) ** 2}  # fmt: skip
     for name, value in truth.items():
         assert 2.0 <= max(by_name[name].initial / value, value / by_name[name].initial) <= 5.0
+    offset = by_name["impact_offset"]  # a distance: the vertical SRS does not see its sign
+    assert offset.lower == 0.0 and offset.initial < 0.03 < offset.upper and len(offset.paths) == 2
     from diffmbs.io import read_spectrum_csv
 
     for e in job.experiments:

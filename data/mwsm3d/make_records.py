@@ -89,6 +89,7 @@ def truth_parameters() -> dict[str, float]:
         "c_bed": 2 * TRUTH["zeta_bed"] * math.sqrt(k_bed * machine),
         "zeta_channels": TRUTH["channel_damping"],
         "k_anvil": upper_plate * (2 * math.pi * TRUTH["anvil_hz"]) ** 2,
+        "impact_offset": TRUTH["impact_offset"],
     }
     for stem, _, height in TESTS:
         truth[f"chi_impact@{stem}"] = chi(TRUTH["e_impact"], speed[height])
