@@ -47,9 +47,8 @@ class SimulationOptions:
       lasts at least one sample interval (a base pulse, a blow, a switched load) cannot be
       stepped over unseen — an adaptive step grows freely while nothing moves, and a 1 ms
       pulse after 0.1 s of rest is skipped entirely without a cap. Use it (or a number) for
-      any model driven by short inputs; it costs at least one step per sample, which is why it
-      is not the default (with it, the test suite had run 41 % of its tests after 16 min;
-      without it all of them take about 10 min).
+      any model driven by short inputs. It is not the default because it costs at least one
+      step per sample: an oscillator saved at 200 points then takes 200 steps at any tolerance.
     - ``max_steps``: step budget (static). Reverse mode stores up to this many steps and
       fills the store on every call: for repeated gradients set it to a few times the steps a
       run takes (see :data:`DEFAULT_MAX_STEPS`).
