@@ -754,7 +754,8 @@ def _largest_step(dtmax, ts, t0):
                              f"{dtmax!r}")  # fmt: skip
         if ts.shape[0] < 2:
             return ts[-1] - t0
-        gaps = jnp.diff(ts)
+        # a step limit carries no derivative; stop_gradient also keeps min's tangent hazard out
+        gaps = jax.lax.stop_gradient(jnp.diff(ts))
         return jnp.min(jnp.where(gaps > 0, gaps, jnp.inf))
     if not _is_traced(dtmax) and not float(dtmax) > 0:
         raise ValueError(f"simulate: dtmax must be positive, got {dtmax!r}")
