@@ -160,8 +160,10 @@ def read_acceleration_csv(path, time_column: str | None = None, units: str | Non
     time = data[:, t_index] * time_scale
     dt = _check_uniform_time(path, header[t_index], time)
     channels, unit_of = {}, {}
-    for name, stated in stated_units.items():
-        k = header.index(name)
+    for k, name in enumerate(header):
+        if k == t_index:
+            continue
+        stated = stated_units[name]
         if stated is not None and units is not None and stated != units:
             raise ValueError(f"{path}: column {name!r} is in {stated} by its name, but the "
                              f"record was asked for in {units}")  # fmt: skip
