@@ -41,6 +41,13 @@ def _save_checkpoint(path: Path, fitter, problem, state, z0, history, iteration)
              history=np.asarray(history, dtype=np.float64))  # fmt: skip
 
 
+def checkpoint_start(path: Path) -> tuple[float, ...] | None:
+    """The start ``z0`` a fit's checkpoint at ``path`` was run from (``None``: no checkpoint)."""
+    if not path.exists():
+        return None
+    return tuple(float(x) for x in load_npz(path)[2]["z0"])
+
+
 def _load_checkpoint(path: Path, fitter, problem, z0_template):
     meta, leaves, named = load_npz(path)
     if meta.get("parameters") != list(problem.space.names):

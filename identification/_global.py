@@ -19,12 +19,16 @@ needs).
 
 The search checkpoints its state, its random key and its archive of the best points after
 every generation (atomically), so an interrupted run resumes where it stopped and ends where an
-uninterrupted one does; each refinement checkpoints through :func:`~identification.fit`.
+uninterrupted one does, and a finished search resumed with more ``generations`` goes on from its
+last generation (the budget is not part of the strategy's identity). Each refinement
+checkpoints through :func:`~identification.fit`; a refinement whose candidate has changed (the
+search went on) starts again from its new candidate.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import functools
 import math
 from pathlib import Path
@@ -39,7 +43,7 @@ from tqdm.auto import tqdm
 
 from diffmbs._settings import release_compiled_programs
 from identification._checkpoint import load_npz, save_npz
-from identification._fit import fit
+from identification._fit import checkpoint_start, fit
 from identification._fitters import AbstractFitter, LevenbergMarquardt
 from identification._problem import Problem
 from identification._profile import plausible_ranges
@@ -158,6 +162,14 @@ def _distinct_best(u: np.ndarray, losses: np.ndarray, k: int, min_distance: floa
     return np.array(chosen, dtype=int)
 
 
+def _strategy_identity(search: AbstractGlobalSearch) -> str:
+    """The strategy's ``repr`` without its budget: a checkpoint resumes under more (or fewer)
+    ``generations``."""
+    fields = (f for f in dataclasses.fields(search) if f.name != "generations")
+    return f"{type(search).__name__}(" + ", ".join(
+        f"{f.name}={getattr(search, f.name)!r}" for f in fields) + ")"  # fmt: skip
+
+
 def _load_search(path: Path, meta: dict, template: Any):
     saved, leaves, arrays = load_npz(path)
     for field in ("format", "strategy", "parameters", "experiments", "seed"):
@@ -195,7 +207,8 @@ def global_search(
     ``batch_size``). The ``archive_size`` best points seen are kept; the result holds the
     ``n_best`` best of them that are ``min_distance`` apart (max-norm in the box).
     ``checkpoint`` (``.npz``) is written after every generation; with ``resume`` an existing one
-    is continued (the strategy, parameters, experiments and seed must match).
+    is continued up to ``generations`` (the strategy's settings other than its budget, the
+    parameters, experiments and seed must match).
     """
     search = CMAES() if search is None else search
     generations = search.generations if generations is None else int(generations)
@@ -206,7 +219,7 @@ def global_search(
     u_start = np.clip(u_start, BOX_EPS, 1.0 - BOX_EPS)
     meta = {
         "format": "identification.global_search checkpoint v1",
-        "strategy": repr(search),
+        "strategy": _strategy_identity(search),
         "parameters": list(space.names),
         "experiments": list(problem.experiment_names),
         "seed": int(seed),
@@ -300,6 +313,7 @@ def global_fit(
     starts = [*found.z, *([np.asarray(problem.initial_z)] if refine_initial else [])]
     results = []
     for i, z0 in enumerate(starts):
+        path = None if folder is None else folder / f"refine_{i}.npz"
         results.append(
             fit(
                 problem,
@@ -307,9 +321,10 @@ def global_fit(
                 z0=z0,
                 max_iterations=max_iterations,
                 progress=progress,
-                checkpoint=None if folder is None else folder / f"refine_{i}.npz",
+                checkpoint=path,
                 checkpoint_every=checkpoint_every,
-                resume=resume,
+                # a search resumed with more generations may have moved the candidate
+                resume=resume and path is not None and checkpoint_start(path) == tuple(z0),
             )  # fmt: skip
         )
     best = min(results, key=lambda r: r.loss if math.isfinite(r.loss) else math.inf)

@@ -182,6 +182,12 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     np.testing.assert_allclose(resumed.loss_history, whole.loss_history, rtol=1e-12)
     assert resumed.search["best_history"] == whole.search["best_history"]
 
+    # the finished fit goes on when its job asks for more generations
+    job.write_text(job.read_text().replace("generations = 6", "generations = 8"))
+    longer = run_fit_job(job, out, resume=True, progress=False)
+    assert longer.search["evaluations"] == 8 * 8
+    assert longer.search["best_history"][:6] == whole.search["best_history"]
+
 
 @pytest.mark.long
 def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):

@@ -74,6 +74,28 @@ def test_search_resumed_from_its_checkpoint_ends_where_an_uninterrupted_one_does
     assert resumed.evaluations == whole.evaluations == 48
     with pytest.raises(ValueError, match="seed"):
         idf.global_search(problem, search, seed=4, checkpoint=path, resume=True, progress=False)
+    with pytest.raises(ValueError, match="strategy"):
+        idf.global_search(problem, idf.CMAES(population_size=8, generations=6, sigma0=0.2),
+                          seed=3, checkpoint=path, resume=True, progress=False)  # fmt: skip
+
+
+def test_a_finished_fit_resumed_with_more_generations_goes_on_and_refines_its_new_best(tmp_path):
+    """A search's budget is not part of its identity: raising ``generations`` and resuming
+    continues from the last generation (the same points as an uninterrupted longer run), and
+    the refinement, whose candidate moved, starts from the new one, not from its old
+    checkpoint."""
+    problem = tone_problem()
+    short, long = (idf.CMAES(population_size=8, generations=g) for g in (2, 6))
+    first = idf.global_fit(problem, short, n_refine=1, refine_initial=False, seed=3,
+                           max_iterations=2, checkpoint_dir=tmp_path, progress=False)  # fmt: skip
+    more = idf.global_fit(problem, long, n_refine=1, refine_initial=False, seed=3,
+                          max_iterations=2, checkpoint_dir=tmp_path, resume=True,
+                          progress=False)  # fmt: skip
+    whole = idf.global_search(problem, long, n_best=1, seed=3, progress=False)
+    np.testing.assert_array_equal(more.search["best_history"], whole.best_history)
+    assert more.search["evaluations"] == 48
+    assert more.search["refinements"][0]["start_loss"] == pytest.approx(whole.loss[0], rel=1e-12)
+    assert whole.loss[0] < first.search["best_history"][-1]  # the candidate did move
 
 
 def test_batched_loss_in_chunks_equals_one_at_a_time():
