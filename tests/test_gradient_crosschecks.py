@@ -358,6 +358,7 @@ def test_modal_body_gradient_matches_differences(adjoint):
 
 
 @MODAL
+@pytest.mark.slow  # test_integrate checks a batch's gradient against its closed form
 def test_simulate_batch_gradient_matches_each_variants_differences():
     """d/dZ of c₀ J(Z₀) + c₁ J(Z₁) through ``simulate_batch`` (lockstep, one system, default
     adjoint) on the modal body, against each variant's differences (c_i ∇J(Z_i)); forward mode

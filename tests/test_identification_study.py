@@ -27,7 +27,11 @@ pytestmark = pytest.mark.xdist_group("lumped_study")  # one worker compiles the 
 SEARCH = idf.CMAES(population_size=32, generations=20)
 
 
-@pytest.mark.parametrize("kind, seed", [("calibration", 1001), ("recovery", 1002)])
+@pytest.mark.parametrize("kind, seed", [
+    # the model's own data is the easier case of the two (make test-slow runs it)
+    pytest.param("calibration", 1001, marks=pytest.mark.slow),
+    ("recovery", 1002),
+])  # fmt: skip
 def test_global_fit_reaches_the_truth_basin_from_starts_2_to_5x_off(kind, seed):
     rng = np.random.default_rng(seed)
     truth = study.random_truth(rng)

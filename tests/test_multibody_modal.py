@@ -203,6 +203,7 @@ def test_tip_force_deflects_the_cantilever_by_pl3_over_3ei():
 # --------------------------------------------------------------------------- pendulum
 
 
+@pytest.mark.slow  # test_multibody_tree checks the same pendulum's energy in joint coordinates
 def test_flexible_pendulum_conserves_energy():
     data = modal_data(FE, CraigBampton(FE.dofs(0), n_modes=3)(FE))  # free: 6 + 3 − 6 shapes
     b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))

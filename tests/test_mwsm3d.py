@@ -315,7 +315,7 @@ def test_bundled_jobs_build_the_machine_in_joint_coordinates(name):
     assert "equipment_acceleration" in model.full.sensor_names
 
 
-@pytest.mark.long
+@pytest.mark.slow  # 65 s, mostly compiling; modal stresses: test_flex_reduction
 def test_channel_stresses_at_rest_match_the_clamped_beam():
     """Held at rest, each channel is a beam clamped at its bolts carrying its own weight w and
     the two T-clamp loads P₁, P₂ (read from the clamp bushings) a = (L − A)/2 from either end:
