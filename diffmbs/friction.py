@@ -37,6 +37,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from diffmbs.contact import _check
 from diffmbs.rotations import safe_norm
 
 __all__ = ["AbstractFriction", "CoulombFriction", "StribeckFriction"]
@@ -56,9 +57,16 @@ def _sliding_direction(v_t: Array, v_epsilon: Array) -> Array:
 
 
 class AbstractFriction(eqx.Module):
-    """A friction law (see the module docstring); ``state_size`` internal states per contact."""
+    """A friction law (see the module docstring); ``state_size`` internal states per contact.
+
+    Concrete parameters are checked by name: coefficients and dampers ≥ 0, speeds > 0."""
 
     state_size: ClassVar[int] = 0
+
+    def __check_init__(self):
+        for name, value in vars(self).items():  # every field is a parameter
+            positive = name.startswith("v_")  # a regularisation or Stribeck speed
+            _check(f"{type(self).__name__}.{name}", value, low=0.0, low_open=positive)
 
     @abc.abstractmethod
     def force(self, v_t: Array, normal_force: Array, state: Array) -> Array:

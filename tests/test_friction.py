@@ -35,6 +35,16 @@ def test_coulomb_and_stribeck_forces_oppose_the_sliding_with_their_coefficients(
                                     rel=1e-6)  # fmt: skip
 
 
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: CoulombFriction(-0.1), r"CoulombFriction.mu must lie in \[0.0"),
+    (lambda: CoulombFriction(0.3, v_epsilon=0.0), r"CoulombFriction.v_epsilon must lie in \(0.0"),
+    (lambda: StribeckFriction(0.5, 0.3, v_stribeck=float("nan")), "StribeckFriction.v_stribeck"),
+])  # fmt: skip
+def test_bad_parameters_are_named(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
 def _slope(law, alpha, t1, ts):
     """A block released at rest on a slope of angle ``alpha``: ``(x (m), v (m/s))`` at ``ts``
     along the slope (downhill positive)."""
