@@ -14,11 +14,16 @@ Usage::
 
     python benchmarks/mwsm3d_fit.py [--out runs/mwsm3d_fit]
                                     [--json benchmarks/results/mwsm3d_fit.json]
+                                    [--population N] [--generations G] [--refine R]
+
+``--population``/``--generations``/``--refine`` replace the job's ``[fit]`` settings (a larger
+global stage on a GPU); with a finished run in ``--out``, more generations extend its search.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -62,9 +67,14 @@ def main(argv=None) -> None:
     parser.add_argument("--job", default=str(ROOT / "data" / "mwsm3d" / "fit.toml"))
     parser.add_argument("--out", default=str(ROOT / "runs" / "mwsm3d_fit"))
     parser.add_argument("--json", default=str(HERE / "results" / "mwsm3d_fit.json"))
+    for setting in ("population", "generations", "refine"):
+        parser.add_argument(f"--{setting}", type=int, help=f"replaces the job's [fit] {setting}")
     args = parser.parse_args(argv)
 
     job = load_job(args.job)
+    overrides = {k: getattr(args, k) for k in ("population", "generations", "refine")
+                 if getattr(args, k) is not None}  # fmt: skip
+    job = dataclasses.replace(job, fit=dataclasses.replace(job.fit, **overrides))
     problem = problem_from_job(job)
     truth = truth_parameters()
     names = list(problem.space.names)
@@ -112,7 +122,7 @@ def main(argv=None) -> None:
           f"after {reached} simulations; {seconds:.0f} s", flush=True)
     write_json_atomic(Path(args.json), {
         "benchmark": "mwsm3d_fit", "timestamp": utc_timestamp(), "machine": machine_info(),
-        "job": Path(args.job).name, "seconds_this_run": seconds,
+        "job": Path(args.job).name, "fit_overrides": overrides, "seconds_this_run": seconds,
         "loss_start": loss_start, "loss_truth": loss_truth, "loss": result.loss,
         "loss_history": result.loss_history, "message": result.message,
         "search": result.search, "evaluations": result.evaluations,
