@@ -37,18 +37,14 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from diffmbs.contact import _check
+from diffmbs.contact import _check, as_float_leaf
 from diffmbs.rotations import safe_norm
 
 __all__ = ["AbstractFriction", "CoulombFriction", "StribeckFriction"]
 
 
-def _leaf(x: ArrayLike) -> Array:
-    return jnp.asarray(x, dtype=float)
-
-
 def _field(units: str):
-    return eqx.field(converter=_leaf, metadata={"units": units})
+    return eqx.field(converter=as_float_leaf, metadata={"units": units})
 
 
 def _sliding_direction(v_t: Array, v_epsilon: Array) -> Array:
