@@ -18,14 +18,15 @@ Laws
   rest: a block on a slope below the friction angle creeps at the speed where the regularised
   force balances the load (``v = v_ε r / sqrt(1 − r²)``, r = tan α / μ).
 * :class:`StribeckFriction` — the same with ``μ(v) = μ_d + (μ_s − μ_d) exp(−(|v|/v_s)²)``.
+* :class:`BristleFriction` — the elastic stick point of Gonthier et al. (2004) as written in
+  ../shared/SEEDS.md 000 (equations 3-40 … 3-49): it holds a load at rest (no creep) and
+  breaks away at ``μ_s |F_n|``. Its bristle deflection ``s`` (m, ``(..., 3)``) is a state::
 
-The interface leaves room for a law with memory, such as the elastic stick point of Gonthier et
-al. (2004) (../shared/SEEDS.md 000, equations 3-40 … 3-49), whose bristle deflection ``s`` is a
-state (``state_size``, ``state_rate``, ``initial_state``); neither that law nor the
-integrator's support for such states exists yet::
+      F_t = k F_stick + (1 − k) F_slide − c_v v,     k = exp(−|v|² / v_stick²)     (3-40, 3-43)
+      F_slide = −μ_d |F_n| v/|v|,   F_stick = −k_stick s − c_stick ṡ,  |F_stick| ≤ μ_s |F_n|
 
-      F_t = k F_stick + (1 − k) F_slide − c_v v,     k = exp(−|v|² / v_stick²),
-      F_stick = −k_stick s − c_stick ṡ,  |F_stick| ≤ μ_s |F_n|,  s: the bristle's deflection.
+  The thesis moves the stick point in a jump when the bound is exceeded (3-48, 3-49); an ODE
+  needs a rate instead (see the class).
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from typing import ClassVar
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from diffmbs.contact import _check, as_float_leaf
+from diffmbs.contact import _check, _concrete, as_float_leaf
 from diffmbs.rotations import safe_norm
 
-__all__ = ["AbstractFriction", "CoulombFriction", "StribeckFriction"]
+__all__ = ["AbstractFriction", "BristleFriction", "CoulombFriction", "StribeckFriction"]
 
 
 def _field(units: str):
@@ -123,3 +125,85 @@ class StribeckFriction(AbstractFriction):
         mu = self.coefficient(safe_norm(v_t))
         direction = _sliding_direction(v_t, self.v_epsilon)
         return -(mu * jnp.abs(normal_force))[..., None] * direction - self.viscous * v_t
+
+
+class BristleFriction(AbstractFriction):
+    """Friction with an elastic stick point (a bristle), from ../shared/SEEDS.md 000, 3-40 … 3-49.
+
+    Parameters: ``mu_static``, ``mu_dynamic`` (1, ``mu_dynamic ≤ mu_static``), ``k_stick``
+    (N/m) and ``c_stick`` (N·s/m, > 0) the bristle's spring and damper, ``v_stick`` (m/s) the
+    speed of the stick–slip blend ``k = exp(−|v|²/v_stick²)``, ``viscous`` c_v (N·s/m).
+
+    The state ``s`` (m, 3 per contact) is the bristle's deflection, contact point minus stick
+    point. The thesis' jump of the stick point (3-49) becomes a rate, blended like the force::
+
+        ṡ = k [v − (|s|/s_max)ⁿ (ŝ·v)₊ ŝ] + (1 − k) (s_slide − s) λ,
+        λ = v_stick / (s_max + v_stick c_stick / k_stick)
+
+    with ``s_max = μ_s |F_n| / k_stick`` and ``s_slide = μ_d |F_n| / k_stick · v/|v|``. Sticking,
+    the bristle follows the sliding and, as it nears ``s_max`` while loading, stops stretching
+    (it unloads elastically). Sliding, it relaxes — about as fast as sliding its own length at
+    ``v_stick`` — to the deflection that holds the *dynamic* force (the thesis' update with
+    η = μ_d/μ_s), so at re-stick it does not push with the static force in the old direction.
+    When ``|F_n|`` vanishes the relaxation rate is bounded by the bristle's own, ``k_stick /
+    c_stick``: hence ``c_stick > 0``.
+
+    Choosing the parameters: ``v_stick`` above the speed at which a re-sticking bristle swings,
+    about ``μ_s |F_n| / sqrt(k_stick m)`` (m the mass the contact holds), and well below the
+    sliding speeds of interest; ``c_stick`` near ``2 sqrt(k_stick m)``. On a block on a moving
+    belt the stick–slip period approaches Coulomb's as k_stick grows with v_stick ∝
+    1/sqrt(k_stick) (tests/test_friction.py).
+    """
+
+    state_size: ClassVar[int] = 3
+    saturation_exponent: ClassVar[int] = 16  # n above (even): how sharply the bristle saturates
+
+    mu_static: Array = _field("1")
+    mu_dynamic: Array = _field("1")
+    k_stick: Array = _field("N/m")
+    c_stick: Array = _field("N s/m")
+    v_stick: Array = _field("m/s")
+    viscous: Array = _field("N s/m")
+
+    def __init__(self, mu_static, mu_dynamic, k_stick, c_stick, v_stick, viscous=0.0):
+        self.mu_static, self.mu_dynamic = mu_static, mu_dynamic
+        self.k_stick, self.c_stick, self.v_stick = k_stick, c_stick, v_stick
+        self.viscous = viscous
+
+    def __check_init__(self):
+        _check("BristleFriction.c_stick", self.c_stick, low=0.0, low_open=True)
+        static, dynamic = _concrete(self.mu_static), _concrete(self.mu_dynamic)
+        if static is not None and dynamic is not None and np.any(dynamic > static):
+            raise ValueError(
+                f"BristleFriction.mu_dynamic ({dynamic}) must not exceed mu_static ({static})"
+            )
+
+    def _blend(self, v_t: Array) -> Array:
+        return jnp.exp(-jnp.sum(v_t * v_t, axis=-1, keepdims=True) / self.v_stick**2)
+
+    def _slide_direction(self, v_t: Array) -> Array:
+        return _sliding_direction(v_t, 1e-3 * self.v_stick)  # weighted by 1 − k ≈ 0 below v_stick
+
+    def state_rate(self, v_t, normal_force, state):
+        normal = jnp.abs(normal_force)[..., None]
+        s_max = self.mu_static * normal / self.k_stick
+        loaded = s_max > 0  # an open contact (F_n = 0) has no bound: its force is zero anyway
+        s_max_safe = jnp.where(loaded, s_max, 1.0)
+        ss = jnp.sum(state * state, axis=-1, keepdims=True)
+        sv = jnp.sum(state * v_t, axis=-1, keepdims=True)
+        saturation = (ss / s_max_safe**2) ** (self.saturation_exponent // 2 - 1) / s_max_safe**2
+        outward = jnp.where(loaded & (sv > 0), saturation * sv, 0.0) * state
+        s_slide = self.mu_dynamic * normal / self.k_stick * self._slide_direction(v_t)
+        relax = self.v_stick / (s_max + self.v_stick * self.c_stick / self.k_stick)
+        k = self._blend(v_t)
+        return k * (v_t - outward) + (1 - k) * (s_slide - state) * relax
+
+    def force(self, v_t, normal_force, state):
+        normal = jnp.abs(normal_force)[..., None]
+        stick = -self.k_stick * state - self.c_stick * self.state_rate(v_t, normal_force, state)
+        size = safe_norm(stick)[..., None]
+        bound = self.mu_static * normal  # 3-47
+        stick = jnp.where(size > bound, bound / jnp.where(size > 0, size, 1.0), 1.0) * stick
+        slide = -self.mu_dynamic * normal * self._slide_direction(v_t)
+        k = self._blend(v_t)
+        return k * stick + (1 - k) * slide - self.viscous * v_t
