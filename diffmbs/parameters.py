@@ -199,15 +199,15 @@ def get_parameter(model: Any, path: str) -> Array:
     return leaf[ref.index] if ref.index else leaf
 
 
-POSITIVE_NAMES = frozenset({"mass", "radius", "radius_i", "radius_j", "smoothing"})
-NON_NEGATIVE_NAMES = frozenset({"stiffness", "damping"})
+POSITIVE_NAMES = frozenset({"mass", "radius", "radius_i", "radius_j", "smoothing", "clearance"})
+NON_NEGATIVE_NAMES = frozenset({"stiffness", "damping", "journal_radius"})
 
 
 def check_physical_value(name: str, value: Any, path: str | None = None) -> None:
     """Raise :class:`ParameterError` (naming ``path``, default ``name``) when a concrete value
-    of a parameter called ``name`` is outside its physical range: not finite, a mass, radius
-    or smoothing length ≤ 0, a stiffness or damping < 0. Traced values are not checked (they
-    are a fit's or a sweep's business)."""
+    of a parameter called ``name`` is outside its physical range: not finite, a mass, radius,
+    smoothing length or clearance ≤ 0, a stiffness, damping or journal radius < 0. Traced
+    values are not checked (they are a fit's or a sweep's business)."""
     if isinstance(value, jax.core.Tracer):
         return
     x = np.asarray(value)

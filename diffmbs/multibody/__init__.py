@@ -2,7 +2,8 @@
 assembled into a :class:`~diffmbs.system.MechanicalSystem` (:class:`MultibodyModel`).
 
 Pipeline, one private module per stage: ``_bodies`` (rigid bodies, frames, kinematics) →
-``_joints`` (constraint functions) → ``_forces`` / ``_contact`` (force elements) → ``_sensors``
+``_joints`` (constraint functions) → ``_forces`` / ``_contact`` / ``_clearance`` (force
+elements) → ``_sensors``
 → ``_modal`` (flexible FFR bodies; their FE nodes as attachments) → ``_model`` (the model and
 its builder; elements of one type stacked and ``vmap``ped) →
 ``_assembly`` (position analysis, consistent velocities, static equilibrium) →
@@ -21,6 +22,7 @@ from diffmbs.multibody._assembly import (
     static_equilibrium,
 )
 from diffmbs.multibody._bodies import GROUND, POINT_MASS_RADIUS, BodyKinematics, Frame, RigidBody
+from diffmbs.multibody._clearance import RevoluteClearance
 from diffmbs.multibody._contact import PointPlane, PointsPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._description import model_from_dict, model_from_toml
 from diffmbs.multibody._forces import (
@@ -105,6 +107,7 @@ __all__ = [
     "Planar",
     "PointAcceleration",
     "PointPlane",
+    "RevoluteClearance",
     "PointsPlane",
     "PointPosition",
     "PointVelocity",

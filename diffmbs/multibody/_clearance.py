@@ -1,0 +1,119 @@
+"""Joints with clearance as force elements (../shared/SEEDS.md 001): no constraint holds the
+journal; Hunt–Crossley contact against the bearing's wall does, so free flight, contact,
+impacts and rebounds come out of the states.
+
+:class:`RevoluteClearance` — the 3-D revolute joint with clearance of Cavalieri, Pucheta and
+Cardona. Bearing on body i: centre ``bearing_center`` A and axis ``bearing_axis`` u (body i's
+frame), radial clearance ``clearance`` c (bearing radius minus journal radius). Journal on body
+j: centre ``journal_center`` B, axis ``journal_axis`` v (body j's frame), ``journal_radius`` r
+and ``half_length`` d. The journal is the segment B ± d v with spherical ends C₁, C₂; each end's
+eccentricity and gap are::
+
+    t_α = (I − u uᵀ)(C_α − A),     g_α = c − |t_α|,     δ_α = −g_α (penetration)
+
+so free flight (both gaps open), line contact (both closed on one side), two-point contact
+(closed on opposite sides) and one-point contact all emerge, with the journal free to tilt
+against the bearing. ``half_length = 0`` is the planar journal–bearing joint (one contact at
+the journal's centre; another joint or the model's symmetry then carries the axial load and the
+tilt). Each closed end pushes the journal along ``−n_α = −t_α/|t_α|`` with the normal law of
+:class:`diffmbs.contact.AbstractHuntCrossley` (keyword-only ``stiffness``, ``damping``;
+restitution through :func:`diffmbs.contact.damping_from_restitution`) at the contact point
+``C_α + r n_α``, and, with a ``friction`` law (:mod:`diffmbs.friction`, without memory until
+force elements carry states), against the sliding of the journal's surface on the bearing's
+there. Output (for sensors): the normal force at each end, ``(2,)`` N (``(1,)`` planar).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from diffmbs.contact import AbstractHuntCrossley
+from diffmbs.friction import AbstractFriction
+from diffmbs.multibody._bodies import BodyKinematics, as_float_array, as_vector3, dot
+from diffmbs.multibody._contact import as_unit_vector
+from diffmbs.multibody._forces import AbstractForceElement, Wrench, pair_wrench
+from diffmbs.parameters import check_physical_value
+from diffmbs.rotations import safe_norm
+
+__all__ = ["RevoluteClearance"]
+
+
+class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
+    """A revolute joint with radial clearance between a bearing on body i and a journal on body
+    j (see the module docstring for the geometry and the fields; lengths in m)."""
+
+    body_i: str = eqx.field(static=True)
+    bearing_center: Array = eqx.field(converter=as_vector3)
+    bearing_axis: Array = eqx.field(converter=as_unit_vector)
+    body_j: str = eqx.field(static=True)
+    journal_center: Array = eqx.field(converter=as_vector3)
+    journal_axis: Array = eqx.field(converter=as_unit_vector)
+    clearance: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
+    journal_radius: Array = eqx.field(
+        kw_only=True, default=0.0, converter=as_float_array, metadata={"units": "m"}
+    )
+    half_length: float = eqx.field(kw_only=True, default=0.0, static=True)  # m
+    friction: AbstractFriction | None = eqx.field(kw_only=True, default=None)
+    # half_length (m) is static: it decides how many contacts the journal has (2, or 1 at 0)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def __check_init__(self):
+        name = type(self).__name__
+        for field in ("clearance", "journal_radius"):
+            check_physical_value(field, getattr(self, field), f"{name}.{field}")
+        if not (math.isfinite(self.half_length) and self.half_length >= 0):
+            raise ValueError(f"{name}.half_length must be ≥ 0, got {self.half_length!r}")
+        if self.friction is not None and self.friction.state_size:
+            raise ValueError(
+                f"{name}.friction: {type(self.friction).__name__} keeps a state, which force "
+                "elements cannot carry yet; use CoulombFriction or StribeckFriction"
+            )
+
+    def ends(self, ki: BodyKinematics, kj: BodyKinematics):
+        """Per contact (leading axis e: 2 journal ends, or 1 centre when ``half_length`` is 0):
+        ``(δ (e,) m, δ̇ (e,) m/s, n (e, 3) unit, contact point (e, 3) m, sliding velocity of
+        the journal on the bearing there (e, 3) m/s)``."""
+        u = jnp.matmul(ki.rotation, self.bearing_axis)
+        u_rate = jnp.cross(ki.angular_velocity, u)
+        a = ki.point(self.bearing_center)
+        d = self.half_length
+        sides = jnp.array([[d], [-d]] if d else [[0.0]])
+
+        def one(end_body_j):  # an end of the journal in body j's frame
+            w = kj.point(end_body_j) - a
+            w_rate = kj.point_velocity(end_body_j) - ki.point_velocity(self.bearing_center)
+            t = w - dot(u, w) * u
+            size = safe_norm(t)
+            nonzero = size > 0
+            n = jnp.where(nonzero, t / jnp.where(nonzero, size, 1.0), 0.0)
+            rate = dot(n, w_rate) - dot(n, u_rate) * dot(u, w)  # d|t|/dt, u turning with body i
+            point = kj.point(end_body_j) + self.journal_radius * n
+            slide = kj.velocity + jnp.cross(kj.angular_velocity, point - kj.position)
+            slide = slide - ki.velocity - jnp.cross(ki.angular_velocity, point - ki.position)
+            return size - self.clearance, rate, n, point, slide - dot(slide, n) * n
+
+        return jax.vmap(one)(self.journal_center + sides * self.journal_axis)
+
+    def output(self, t, ki, kj):
+        delta, rate, *_ = self.ends(ki, kj)
+        return self.contact_force(delta, rate)
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        delta, rate, n, points, slide = self.ends(ki, kj)
+        normal = self.contact_force(delta, rate)
+        forces = -normal[:, None] * n  # on the journal (body j)
+        if self.friction is not None:
+            forces = forces + self.friction.force(slide, normal, jnp.zeros(normal.shape + (0,)))
+        origin = ki.point(self.bearing_center)
+        torque = jnp.sum(jnp.cross(points - origin, forces), axis=0)
+        return pair_wrench(jnp.sum(forces, axis=0), origin, torque)
+
+    def potential_energy(self, t, ki, kj):
+        return jnp.sum(self.contact_energy(self.ends(ki, kj)[0]))
