@@ -31,20 +31,25 @@ names, listed in :data:`JOINT_TYPES`, :data:`FORCE_TYPES`, :data:`SENSOR_TYPES`)
     point = [0, 0, -0.5]
 
 A prescribed joint's ``motion`` is a table ``{ type = "constant_rate", start = 0, rate = 6.28 }``
-(or ``"harmonic"``). User functions (nonlinear laws, applied loads) cannot be described in data;
-add them with the Python API. Errors are :class:`~diffmbs.multibody.ModelError` whose message
+(or ``"harmonic"``); a contact's ``friction`` is ``{ type = "coulomb", mu = 0.1 }`` (or
+``"stribeck"``, ``"bristle"``: :data:`FRICTION_TYPES`, the arguments of the law's class).
+User functions (nonlinear laws, applied loads) cannot be described in data; add them with the
+Python API. Errors are :class:`~diffmbs.multibody.ModelError` whose message
 starts with the key path (``joints[1].frame_i.z_axis: …``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from diffmbs.friction import AbstractFriction, BristleFriction, CoulombFriction, StribeckFriction
 from diffmbs.multibody._bodies import Frame, RigidBody
+from diffmbs.multibody._clearance import RevoluteClearance
 from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._forces import Bushing, LengthStops, RotationalSpringDamper, SpringDamper
 from diffmbs.multibody._joints import (
@@ -53,6 +58,7 @@ from diffmbs.multibody._joints import (
     Distance,
     Fixed,
     Harmonic,
+    InPlane,
     Planar,
     PrescribedPrismatic,
     PrescribedRevolute,
@@ -85,6 +91,7 @@ JOINT_TYPES: dict[str, type] = {
     "cylindrical": Cylindrical,
     "prismatic": Prismatic,
     "planar": Planar,
+    "in_plane": InPlane,
     "fixed": Fixed,
     "distance": Distance,
     "prescribed_revolute": PrescribedRevolute,
@@ -97,6 +104,7 @@ FORCE_TYPES: dict[str, type] = {
     "sphere_plane": SpherePlane,
     "point_plane": PointPlane,
     "sphere_sphere": SphereSphere,
+    "revolute_clearance": RevoluteClearance,
 }
 SENSOR_TYPES: dict[str, type] = {
     "point_position": PointPosition,
@@ -110,6 +118,11 @@ SENSOR_TYPES: dict[str, type] = {
     "kinetic_energy": KineticEnergy,
     "potential_energy": PotentialEnergy,
     "mechanical_energy": MechanicalEnergy,
+}
+FRICTION_TYPES: dict[str, type] = {
+    "coulomb": CoulombFriction,
+    "stribeck": StribeckFriction,
+    "bristle": BristleFriction,
 }
 MOTION_TYPES: dict[str, type] = {"constant_rate": ConstantRate, "harmonic": Harmonic}
 
@@ -188,6 +201,8 @@ def _element(table: Any, registry: dict[str, type], path: str, with_name: bool =
             fields[key] = _frame(value, f"{path}.{key}")
         elif key == "motion":
             fields[key] = _element(value, MOTION_TYPES, f"{path}.motion", with_name=False)[1]
+        elif key == "friction":
+            fields[key] = _friction(value, f"{path}.friction")
         elif key == "stops":
             stops = _table(value, f"{path}.stops")
             stop_fields = [f.name for f in dataclasses.fields(LengthStops)]
@@ -196,6 +211,15 @@ def _element(table: Any, registry: dict[str, type], path: str, with_name: bool =
                 LengthStops, {"lower": None, "upper": None, **stops}, f"{path}.stops"
             )
     return name, _construct(cls, fields, path)
+
+
+def _friction(table: Any, path: str) -> AbstractFriction:
+    """A friction law from ``{type = "coulomb" | "stribeck" | "bristle", <its arguments>}``."""
+    cls, fields = _typed(_table(table, path), FRICTION_TYPES, path)
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    required = [p.name for p in parameters if p.default is inspect.Parameter.empty]
+    _check_keys(fields, [p.name for p in parameters], required, path)
+    return _construct(cls, fields, path)
 
 
 def _body(table: Any, path: str, base_dir: str | None) -> RigidBody:

@@ -51,6 +51,7 @@ __all__ = [
     "Distance",
     "Fixed",
     "Harmonic",
+    "InPlane",
     "Planar",
     "PrescribedPrismatic",
     "PrescribedRevolute",
@@ -317,6 +318,18 @@ class Planar(AbstractJoint):
     def coordinates(self, ki, kj):
         oi, xi, oj, xj = self.world_frames(ki, kj)
         return jnp.concatenate([_in_plane(xi, oj - oi), _angle(xi, xj)[None]])
+
+
+class InPlane(AbstractJoint):
+    """Frame j's origin stays in the x–y plane of frame i (one equation, 5 DOF): an axial
+    stop, e.g. for a journal whose radial motion a clearance joint governs."""
+
+    n_equations: ClassVar[int] = 1
+    coordinate_kinds: ClassVar[tuple[str, ...]] = ()
+
+    def constraint(self, t, ki, kj):
+        oi, xi, oj, _ = self.world_frames(ki, kj)
+        return _along(xi, oj - oi)[None]
 
 
 class Fixed(AbstractJoint):
