@@ -10,7 +10,6 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import diffmbs
 import diffmbs.multibody as mb
