@@ -20,7 +20,8 @@ Laws
 * :class:`StribeckFriction` — the same with ``μ(v) = μ_d + (μ_s − μ_d) exp(−(|v|/v_s)²)``.
 * :class:`BristleFriction` — the elastic stick point of Gonthier et al. (2004) as written in
   ../shared/SEEDS.md 000 (equations 3-40 … 3-49): it holds a load at rest (no creep) and
-  breaks away at ``μ_s |F_n|``. Its bristle deflection ``s`` (m, ``(..., 3)``) is a state::
+  breaks away at ``μ_s |F_n|``. Its bristle's elastic force ``z = k_stick s`` (N, ``(..., 3)``;
+  s the bristle's deflection) is a state::
 
       F_t = k F_stick + (1 − k) F_slide − c_v v,     k = exp(−|v|² / v_stick²)     (3-40, 3-43)
       F_slide = −μ_d |F_n| v/|v|,   F_stick = −k_stick s − c_stick ṡ,  |F_stick| ≤ μ_s |F_n|
@@ -134,19 +135,21 @@ class BristleFriction(AbstractFriction):
     (N/m) and ``c_stick`` (N·s/m, > 0) the bristle's spring and damper, ``v_stick`` (m/s) the
     speed of the stick–slip blend ``k = exp(−|v|²/v_stick²)``, ``viscous`` c_v (N·s/m).
 
-    The state ``s`` (m, 3 per contact) is the bristle's deflection, contact point minus stick
-    point. The thesis' jump of the stick point (3-49) becomes a rate, blended like the force::
+    The state ``z`` (N, 3 per contact) is the bristle's elastic force, ``k_stick s`` with ``s``
+    the contact point minus the stick point (in newtons, the state is on the scale of the
+    forces, which is what an integrator's tolerances see). The thesis' jump of the stick point
+    (3-49) becomes a rate, blended like the force::
 
-        ṡ = k [v − (|s|/s_max)ⁿ (ŝ·v)₊ ŝ] + (1 − k) (s_slide − s) λ,
-        λ = v_stick / (s_max + v_stick c_stick / k_stick)
+        ż = k k_stick [v − (|z|/z_max)ⁿ⁻² (z·v)₊ z / z_max²] + (1 − k) (z_slide − z) λ,
+        λ = v_stick k_stick / (μ_s |F_n| + v_stick c_stick),     F_stick = −z − (c_stick/k_stick) ż
 
-    with ``s_max = μ_s |F_n| / k_stick`` and ``s_slide = μ_d |F_n| / k_stick · v/|v|``. Sticking,
-    the bristle follows the sliding and, as it nears ``s_max`` while loading, stops stretching
-    (it unloads elastically). Sliding, it relaxes — about as fast as sliding its own length at
-    ``v_stick`` — to the deflection that holds the *dynamic* force (the thesis' update with
-    η = μ_d/μ_s), so at re-stick it does not push with the static force in the old direction.
-    When ``|F_n|`` vanishes the relaxation rate is bounded by the bristle's own, ``k_stick /
-    c_stick``: hence ``c_stick > 0``.
+    with ``z_max = μ_s |F_n|`` and ``z_slide = μ_d |F_n| v/|v|``. Sticking, the bristle follows
+    the sliding and, as it nears ``z_max`` while loading, stops stretching (it unloads
+    elastically). Sliding, it relaxes — about as fast as sliding its own length at ``v_stick``
+    — to the force of dynamic friction (the thesis' update with η = μ_d/μ_s), so at re-stick it
+    does not push with the static force in the old direction. When ``|F_n|`` vanishes the
+    relaxation rate is bounded by the bristle's own, ``k_stick / c_stick``: hence
+    ``c_stick > 0``.
 
     Choosing the parameters: ``v_stick`` above the speed at which a re-sticking bristle swings,
     about ``μ_s |F_n| / sqrt(k_stick m)`` (m the mass the contact holds), and well below the
@@ -186,21 +189,22 @@ class BristleFriction(AbstractFriction):
 
     def state_rate(self, v_t, normal_force, state):
         normal = jnp.abs(normal_force)[..., None]
-        s_max = self.mu_static * normal / self.k_stick
-        loaded = s_max > 0  # an open contact (F_n = 0) has no bound: its force is zero anyway
-        s_max_safe = jnp.where(loaded, s_max, 1.0)
-        ss = jnp.sum(state * state, axis=-1, keepdims=True)
-        sv = jnp.sum(state * v_t, axis=-1, keepdims=True)
-        saturation = (ss / s_max_safe**2) ** (self.saturation_exponent // 2 - 1) / s_max_safe**2
-        outward = jnp.where(loaded & (sv > 0), saturation * sv, 0.0) * state
-        s_slide = self.mu_dynamic * normal / self.k_stick * self._slide_direction(v_t)
-        relax = self.v_stick / (s_max + self.v_stick * self.c_stick / self.k_stick)
+        z_max = self.mu_static * normal
+        loaded = z_max > 0  # an open contact (F_n = 0) has no bound: its force is zero anyway
+        z_max_safe = jnp.where(loaded, z_max, 1.0)
+        zz = jnp.sum(state * state, axis=-1, keepdims=True)
+        zv = jnp.sum(state * v_t, axis=-1, keepdims=True)
+        saturation = (zz / z_max_safe**2) ** (self.saturation_exponent // 2 - 1) / z_max_safe**2
+        outward = jnp.where(loaded & (zv > 0), saturation * zv, 0.0) * state
+        z_slide = self.mu_dynamic * normal * self._slide_direction(v_t)
+        relax = self.v_stick * self.k_stick / (z_max + self.v_stick * self.c_stick)
         k = self._blend(v_t)
-        return k * (v_t - outward) + (1 - k) * (s_slide - state) * relax
+        return k * self.k_stick * (v_t - outward) + (1 - k) * (z_slide - state) * relax
 
     def force(self, v_t, normal_force, state):
         normal = jnp.abs(normal_force)[..., None]
-        stick = -self.k_stick * state - self.c_stick * self.state_rate(v_t, normal_force, state)
+        rate = self.state_rate(v_t, normal_force, state)
+        stick = -state - self.c_stick / self.k_stick * rate
         size = safe_norm(stick)[..., None]
         bound = self.mu_static * normal  # 3-47
         stick = jnp.where(size > bound, bound / jnp.where(size > 0, size, 1.0), 1.0) * stick

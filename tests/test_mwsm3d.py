@@ -271,10 +271,12 @@ def _gradient_objective(adjoint, names, duration, freqs):
 
 @LUMPED_RUNS  # shares _initial_state's compiled equilibrium with the lumped runs
 @pytest.mark.parametrize("case", [
-    # [bed] covers the impact stiffness through the blow too; contact damping and modal
-    # damping gradients have their own checks (test_mwsm_models, test_gradient_crosschecks)
+    # Both in the slow tier: notebooks/02b checks the 3-D model's SRS sensitivity to the
+    # impact stiffness through the blow against differences in `make test`; contact damping
+    # and modal damping gradients have their own checks (test_mwsm_models,
+    # test_gradient_crosschecks)
     pytest.param(BLOW_GRADIENT, marks=pytest.mark.slow),
-    BED_GRADIENT,
+    pytest.param(BED_GRADIENT, marks=pytest.mark.slow),
 ], ids=["blow", "bed"])  # fmt: skip
 def test_srs_gradient_through_the_blow_matches_differences(case):
     """Forward mode (``jvp``) through the fixed steps and the smooth SRS, against fourth-order

@@ -1,8 +1,11 @@
-"""Lumped models of specific machines built on :class:`diffmbs.system.MechanicalSystem`.
+"""Models of specific machines: lumped ones on :class:`diffmbs.system.MechanicalSystem` and
+multibody ones built with :mod:`diffmbs.multibody`.
 
 * :mod:`diffmbs.models.mwsm` — vertical lumped models of the Medium Weight Shock Machine
   (MIL-DTL-901E): :class:`WelchSaundersModel`, :class:`TwoDofBedModel`,
   :class:`LumpedContactModel`.
+* :mod:`diffmbs.models.mwsm3d` — the 3-D machine (multibody, flexible channels).
+* :mod:`diffmbs.models.slider_crank` — the 3-D slider-crank with a clearance joint.
 """
 
 from diffmbs.models.mwsm import (

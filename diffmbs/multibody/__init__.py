@@ -22,7 +22,7 @@ from diffmbs.multibody._assembly import (
     static_equilibrium,
 )
 from diffmbs.multibody._bodies import GROUND, POINT_MASS_RADIUS, BodyKinematics, Frame, RigidBody
-from diffmbs.multibody._clearance import RevoluteClearance
+from diffmbs.multibody._clearance import RevoluteClearance, TranslationalClearance
 from diffmbs.multibody._contact import PointPlane, PointsPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._description import model_from_dict, model_from_toml
 from diffmbs.multibody._forces import (
@@ -94,6 +94,7 @@ __all__ = [
     "Fixed",
     "Frame",
     "Harmonic",
+    "InPlane",
     "JointCoordinates",
     "JointReaction",
     "KineticEnergy",
@@ -105,11 +106,9 @@ __all__ = [
     "ModelError",
     "MultibodyModel",
     "NonlinearSpringDamper",
-    "InPlane",
     "Planar",
     "PointAcceleration",
     "PointPlane",
-    "RevoluteClearance",
     "PointsPlane",
     "PointPosition",
     "PointVelocity",
@@ -118,6 +117,7 @@ __all__ = [
     "PrescribedRevolute",
     "Prismatic",
     "Revolute",
+    "RevoluteClearance",
     "RigidBody",
     "RotationalSpringDamper",
     "SingularConfigurationError",
@@ -125,6 +125,7 @@ __all__ = [
     "SphereSphere",
     "Spherical",
     "SpringDamper",
+    "TranslationalClearance",
     "Universal",
     "Wrench",
     "assemble",

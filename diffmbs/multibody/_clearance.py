@@ -21,6 +21,9 @@ restitution through :func:`diffmbs.contact.damping_from_restitution`) at the con
 ``C_α + r n_α``, and, with a ``friction`` law (:mod:`diffmbs.friction`, without memory until
 force elements carry states), against the sliding of the journal's surface on the bearing's
 there. Output (for sensors): the normal force at each end, ``(2,)`` N (``(1,)`` planar).
+
+:class:`TranslationalClearance` — a slider in a guide with a gap: the slider's corners against
+the guide's two walls (see the class).
 """
 
 from __future__ import annotations
@@ -41,7 +44,15 @@ from diffmbs.multibody._forces import AbstractForceElement, Wrench, pair_wrench
 from diffmbs.parameters import check_physical_value
 from diffmbs.rotations import safe_norm
 
-__all__ = ["RevoluteClearance"]
+__all__ = ["RevoluteClearance", "TranslationalClearance"]
+
+
+def _check_memoryless(friction: AbstractFriction | None, element: str) -> None:
+    if friction is not None and friction.state_size:
+        raise ValueError(
+            f"{element}.friction: {type(friction).__name__} keeps a state, which force "
+            "elements cannot carry yet; use CoulombFriction or StribeckFriction"
+        )
 
 
 class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
@@ -70,11 +81,7 @@ class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
             check_physical_value(field, getattr(self, field), f"{name}.{field}")
         if not (math.isfinite(self.half_length) and self.half_length >= 0):
             raise ValueError(f"{name}.half_length must be ≥ 0, got {self.half_length!r}")
-        if self.friction is not None and self.friction.state_size:
-            raise ValueError(
-                f"{name}.friction: {type(self.friction).__name__} keeps a state, which force "
-                "elements cannot carry yet; use CoulombFriction or StribeckFriction"
-            )
+        _check_memoryless(self.friction, name)
 
     def ends(self, ki: BodyKinematics, kj: BodyKinematics):
         """Per contact (leading axis e: 2 journal ends, or 1 centre when ``half_length`` is 0):
@@ -117,3 +124,71 @@ class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
 
     def potential_energy(self, t, ki, kj):
         return jnp.sum(self.contact_energy(self.ends(ki, kj)[0]))
+
+
+class TranslationalClearance(AbstractForceElement, AbstractHuntCrossley):
+    """A slider (body j) in a guide (body i) with a gap: no constraint holds it; the slider's
+    ``corners`` ((k, 3), body j's frame, m) touch the guide's two walls, the planes at
+    ``± half_width`` (m) along ``guide_normal`` from the guide's centre plane through
+    ``guide_point`` (body i's frame). A corner past a wall is pushed back along the wall's
+    inward normal with the normal law of :class:`~diffmbs.contact.AbstractHuntCrossley`, and,
+    with a ``friction`` law, against its sliding on that wall. With the four corners of a block
+    of length 2a and height 2b in a guide of half-width b + c, the block can slide, lift across
+    the clearance c, cock and jam against opposite walls. Output: each corner's normal force
+    against either wall, ``(k, 2)`` N (columns: the wall at −, at +)."""
+
+    body_i: str = eqx.field(static=True)
+    guide_point: Array = eqx.field(converter=as_vector3)
+    guide_normal: Array = eqx.field(converter=as_unit_vector)
+    half_width: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
+    body_j: str = eqx.field(static=True)
+    corners: Array = eqx.field(converter=as_float_array)
+    friction: AbstractFriction | None = eqx.field(kw_only=True, default=None)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def __check_init__(self):
+        name = type(self).__name__
+        check_physical_value("clearance", self.half_width, f"{name}.half_width")
+        if jnp.ndim(self.corners) != 2 or jnp.shape(self.corners)[-1] != 3:
+            shape = jnp.shape(self.corners)
+            raise ValueError(f"{name}.corners: expected shape (k, 3), got {shape}")
+        _check_memoryless(self.friction, name)
+
+    def walls(self, ki: BodyKinematics, kj: BodyKinematics):
+        """Per corner and wall (leading axes k, 2; walls at −, +): ``(δ m, δ̇ m/s, the inward
+        normal (3,), the corner's world point (3,), its sliding velocity on the wall (3,))``."""
+        n = jnp.matmul(ki.rotation, self.guide_normal)
+        origin = ki.point(self.guide_point)
+
+        def one(corner):
+            point = kj.point(corner)
+            height = dot(point - origin, n)  # across the guide
+            relative = kj.point_velocity(corner) - (
+                ki.velocity + jnp.cross(ki.angular_velocity, point - ki.position)
+            )
+            rate = dot(relative, n)  # = d/dt of the height: the wall turns with body i
+            slide = relative - dot(relative, n) * n
+            sides = jnp.array([-1.0, 1.0])
+            delta = sides * height - self.half_width
+            inward = -sides[:, None] * n
+            return delta, sides * rate, inward, jnp.stack([point, point]), jnp.stack([slide, slide])
+
+        return jax.vmap(one)(self.corners)
+
+    def output(self, t, ki, kj):
+        delta, rate, *_ = self.walls(ki, kj)
+        return self.contact_force(delta, rate)
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        delta, rate, inward, points, slide = self.walls(ki, kj)
+        normal = self.contact_force(delta, rate)
+        forces = normal[..., None] * inward  # on the slider (body j)
+        if self.friction is not None:
+            forces = forces + self.friction.force(slide, normal, jnp.zeros(normal.shape + (0,)))
+        origin = ki.point(self.guide_point)
+        torque = jnp.sum(jnp.cross(points - origin, forces), axis=(0, 1))
+        return pair_wrench(jnp.sum(forces, axis=(0, 1)), origin, torque)
+
+    def potential_energy(self, t, ki, kj):
+        return jnp.sum(self.contact_energy(self.walls(ki, kj)[0]))

@@ -49,7 +49,7 @@ from typing import Any
 
 from diffmbs.friction import AbstractFriction, BristleFriction, CoulombFriction, StribeckFriction
 from diffmbs.multibody._bodies import Frame, RigidBody
-from diffmbs.multibody._clearance import RevoluteClearance
+from diffmbs.multibody._clearance import RevoluteClearance, TranslationalClearance
 from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._forces import Bushing, LengthStops, RotationalSpringDamper, SpringDamper
 from diffmbs.multibody._joints import (
@@ -105,6 +105,7 @@ FORCE_TYPES: dict[str, type] = {
     "point_plane": PointPlane,
     "sphere_sphere": SphereSphere,
     "revolute_clearance": RevoluteClearance,
+    "translational_clearance": TranslationalClearance,
 }
 SENSOR_TYPES: dict[str, type] = {
     "point_position": PointPosition,
