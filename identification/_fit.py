@@ -103,10 +103,10 @@ def fit(
     - ``checkpoint``: file (``.npz``) to which the fitter state, ``z0``, the loss history and
       the iteration count are written atomically every ``checkpoint_every`` iterations and at
       the end;
-    - ``resume``: if ``checkpoint`` exists, continue from it (the problem, its parameters and
-      the fitter settings must match; ValueError otherwise). The arrays are restored bit for
-      bit and every iteration is the same compiled function, so a resumed fit ends exactly
-      where an uninterrupted one does;
+    - ``resume``: if ``checkpoint`` exists, continue from it (the problem, its parameters, the
+      start ``z0`` and the fitter settings must match; ValueError otherwise). The arrays are
+      restored bit for bit and every iteration is the same compiled function, so a resumed
+      fit ends exactly where an uninterrupted one does;
     - ``progress``: a tqdm bar with the loss;
     - ``callback(iteration, state)``: called after each iteration; returning ``True`` stops.
 
@@ -123,6 +123,13 @@ def fit(
         raise ValueError(f"z0 must have shape ({problem.n_parameters},), got {z_start.shape}")
     release_compiled_programs()  # room for the Jacobian's programs (see MAX_MEMORY_REGIONS)
     if resume and path is not None and path.exists():
+        saved = checkpoint_start(path)
+        if not np.array_equal(np.asarray(saved), np.asarray(z_start)):
+            raise ValueError(
+                f"checkpoint {path} was started from z0 = {list(saved)}, not from this fit's "
+                f"{np.asarray(z_start).tolist()}: resuming it would continue another fit "
+                "(remove the checkpoint, or resume with the same start)"
+            )
         state, z_start, history, iteration = _load_checkpoint(path, fitter, problem, z_start)
     else:
         state = fitter.init(problem, z_start)

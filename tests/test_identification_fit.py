@@ -140,9 +140,12 @@ def test_resume_after_interruption_gives_the_same_result(single, lm_result, tmp_
     np.testing.assert_allclose(resumed.z, lm_result.z, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(resumed.loss_history, lm_result.loss_history, rtol=1e-12)
     assert resumed.iterations == lm_result.iterations
-    # A checkpoint from another fitter is refused.
+    # A checkpoint from another fitter, or from another start, is refused.
     with pytest.raises(ValueError, match="written by LevenbergMarquardt"):
         idf.fit(problem, idf.GaussNewton(), checkpoint=ckpt, resume=True, progress=False)
+    with pytest.raises(ValueError, match="was started from z0"):
+        idf.fit(problem, z0=problem.initial_z + 0.1, checkpoint=ckpt, resume=True,
+                progress=False)  # fmt: skip
 
 
 def test_adam_reduces_the_loss(single):
