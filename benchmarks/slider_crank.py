@@ -10,9 +10,10 @@
   is timed at that rtol.
 * **diffmbs**: ``simulate`` (Tsit5, the default adjoint), jitted, median and spread of
   ``--repeats`` runs after compile; steps taken.
-* **SciPy** ``solve_ivp`` (LSODA and Radau) on diffmbs's own index-1 equations: a ``jax.jit``
-  vector field and its ``jax.jacfwd`` Jacobian, NumPy in and out (the same equations, so the
-  comparison is of the integrators and their overheads). One timed run each.
+* **SciPy** ``solve_ivp`` (LSODA and Radau) on diffmbs's own index-1 equations (the model's
+  KKT strategy, the augmented Lagrangian): a ``jax.jit`` vector field and its ``jax.jacfwd``
+  Jacobian, NumPy in and out (the same equations, so the comparison is of the integrators and
+  their overheads). One timed run each.
 * **Gradient ÷ forward**: ``jax.grad`` of the mean squared slider acceleration over the second
   with respect to (clearance, contact stiffness, contact damping), against the forward
   simulation and loss, timed in turn. Bar: ≤ 4×.
@@ -104,7 +105,7 @@ def main() -> None:
     @jax.jit
     def field(t, y):
         q, v = y[:nq], y[nq:]
-        vdot = accelerations(model, t, q, v, check=False)[0]
+        vdot = accelerations(model, t, q, v, kkt_solver=model.default_kkt_solver(), check=False)[0]
         return jnp.concatenate([model.qdot(q, v), vdot])
 
     jacobian = jax.jit(jax.jacfwd(field, argnums=1))

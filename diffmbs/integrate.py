@@ -663,6 +663,7 @@ def simulate(
         settings, ts, t0, q0.shape[0] + v0.shape[0],
         step_projection=_project_step if projected else None,
         default_solver=system.default_solver(),
+        default_kkt_solver=system.default_kkt_solver(),
     )
     with _forward_mode_hint():
         sol = _simulate(
@@ -681,13 +682,14 @@ def simulate(
 
 
 def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_projection=None,
-                default_solver=None):
+                default_solver=None, default_kkt_solver=None):
     """The solver, adjoint, controller and output options of a run: ``settings`` with their
     defaults filled in, checked; ``norm`` (the error norm of the default controller) is
     diffrax's RMS norm unless given; ``step_projection``: the projection after every step
     (:func:`_project_step` or its batch form), or ``None``; ``default_solver``: the model's
-    (:meth:`~diffmbs.system.MechanicalSystem.default_solver`), used when none is given. With
-    :class:`SolverPhases` the adjoint is a tuple, one per phase still within the run."""
+    (:meth:`~diffmbs.system.MechanicalSystem.default_solver`), used when none is given, and
+    likewise ``default_kkt_solver``. With :class:`SolverPhases` the adjoint is a tuple, one per
+    phase still within the run."""
     solver, adjoint, controller = settings.solver, settings.adjoint, settings.stepsize_controller
     baumgarte, output_chunk = settings.baumgarte, settings.output_chunk
     if not isinstance(output_chunk, int) or output_chunk < 1:
@@ -738,7 +740,8 @@ def _strategies(settings: SimulationOptions, ts, t0, n_state, norm=None, step_pr
             force_dtmin=False,
             **({} if norm is None else {"norm": norm}),
         )
-    options = _OutputOptions(baumgarte, settings.kkt_solver, settings.project,
+    kkt_solver = settings.kkt_solver if settings.kkt_solver is not None else default_kkt_solver
+    options = _OutputOptions(baumgarte, kkt_solver, settings.project,
                              settings.projection_iterations, output_chunk)  # fmt: skip
     return solver, adjoint, controller, options
 
@@ -841,6 +844,7 @@ def simulate_batch(
         settings, ts, t0, size * (q0.shape[1] + v0.shape[1]),
         norm=_batch_rms_norm, step_projection=_batch_project_step if projected else None,
         default_solver=_variant(system, system_axes, 0).default_solver(),
+        default_kkt_solver=_variant(system, system_axes, 0).default_kkt_solver(),
     )
     with _forward_mode_hint():
         sol = _simulate_batch(

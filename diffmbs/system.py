@@ -175,6 +175,13 @@ class MechanicalSystem(eqx.Module):
         tolerances)."""
         return None
 
+    def default_kkt_solver(self):
+        """The KKT strategy :func:`~diffmbs.simulate` uses for this model when none is given;
+        ``None`` (default): :class:`NullSpaceKKT`, the rank-tolerant one. A model that knows
+        its constraints (a small mechanism with one repeated equation, say) may return the
+        cheaper :class:`AugmentedLagrangianKKT`."""
+        return None
+
     def initial_state(self) -> tuple[Array, Array]:
         """``(q0 (n_q,), v0 (n_v,))``: the state a test starts from, as a function of the
         model's own leaves (so a fitted parameter such as a drop height moves it). Experiments,

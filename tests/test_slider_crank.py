@@ -66,15 +66,16 @@ def _cycle(velocity):
 def test_clearance_lengthens_the_period_and_lowers_the_amplitude_more_in_velocity():
     """The source's observations over its 1 s (restitution 0.9): with 0.5 mm of clearance the
     journal falls from the bearing's centre and bounces around inside it (its centre within the
-    clearance, its ends touching and leaving the wall again and again), the impacts take
+    clearance but for the contact's µm of penetration, its ends touching and leaving the wall
+    again and again), the impacts take
     energy, the cycle lengthens and the slider's amplitude (RMS about the mean) drops — more in
-    velocity than in position. Impacts make the motion sensitive to the tolerance; these hold
-    at rtol 1e-6 (here: RMS ratios 0.93 in position, 0.82 in velocity; cycle 0.60 → 0.67 s) and
-    at 1e-8 (0.97, 0.91; 0.60 → 0.68 s)."""
+    velocity than in position. Impacts make the motion chaotic, sensitive to the tolerance and
+    to the KKT solver's round-off; measured at rtol 1e-6, 1e-7, 1e-8: RMS ratios 0.97, 0.94,
+    0.97 in position, 0.77, 0.87, 0.77 in velocity; cycle 0.60 → 0.76, 0.70, 0.76 s."""
     ideal_y, ideal_v = (x[:, 1] for x in motion(None, rtol=1e-9)[:2])
     position, velocity, journal, _, energy, contact = motion(CLEARANCE)
     y, v = position[:, 1], velocity[:, 1]
-    assert 0.5 * CLEARANCE < np.hypot(journal[:, 0], journal[:, 2]).max() < CLEARANCE
+    assert 0.5 * CLEARANCE < np.hypot(journal[:, 0], journal[:, 2]).max() < 1.01 * CLEARANCE
     touching = contact > 1.0  # N, at either end of the journal
     assert np.count_nonzero(touching[1:] & ~touching[:-1]) >= 10  # it bounces
     assert np.all(np.diff(energy) < 1e-6) and energy[-1] < energy[0] - 0.01  # J: impacts take it

@@ -27,6 +27,7 @@ per journal end).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax.numpy as jnp
@@ -36,8 +37,15 @@ import diffmbs.multibody as mb
 from diffmbs.contact import damping_from_restitution
 from diffmbs.friction import AbstractFriction
 from diffmbs.rotations import matrix_to_quat
+from diffmbs.system import AugmentedLagrangianKKT
 
-__all__ = ["CLEARANCE", "JOURNAL_HALF_LENGTH", "hertz_conforming_stiffness", "slider_crank"]
+__all__ = [
+    "CLEARANCE",
+    "JOURNAL_HALF_LENGTH",
+    "SliderCrank",
+    "hertz_conforming_stiffness",
+    "slider_crank",
+]
 
 CRANK = 0.1  # m
 SLIDER_START = np.array([0.0, 0.14, -0.154])  # m
@@ -46,6 +54,17 @@ CLEARANCE = 5e-4  # m, radial
 JOURNAL_HALF_LENGTH = 0.01  # m: the journal is 20 mm long
 STEEL_MODULUS, STEEL_POISSON = 207e9, 0.3  # Pa, 1
 _CROSS = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -1.0]])  # columns: x=Y, y=X
+
+
+class SliderCrank(mb.MultibodyModel):
+    """The slider-crank as built by :func:`slider_crank`: a
+    :class:`~diffmbs.multibody.MultibodyModel` whose simulations solve the equations of motion
+    with :class:`~diffmbs.system.AugmentedLagrangianKKT` — its one repeated equation (the two
+    universal joints) is the augmented Lagrangian's minimum-norm case, and it is ~2.5× cheaper
+    per step here than the default null-space solve (benchmarks/README.md)."""
+
+    def default_kkt_solver(self):
+        return AugmentedLagrangianKKT()
 
 
 def hertz_conforming_stiffness(
@@ -71,7 +90,7 @@ def slider_crank(
     stiffness: float | None = None,
     friction: AbstractFriction | None = None,
     smoothing: float = 1e-7,
-) -> mb.MultibodyModel:
+) -> SliderCrank:
     """The slider-crank of the module docstring, its initial state consistent (``crank_speed``
     rad/s about −Y at t = 0). ``clearance=None`` gives the ideal revolute joint. Contact:
     ``stiffness`` (N/m^1.5; default :func:`hertz_conforming_stiffness`), damping from
@@ -126,4 +145,5 @@ def slider_crank(
     b.add_sensor("slider_acceleration", mb.PointAcceleration("slider"))
     b.add_sensor("journal", mb.PointPosition("crank", journal))
     b.add_sensor("energy", mb.MechanicalEnergy())
-    return b.build()
+    model = b.build()
+    return SliderCrank(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)})
