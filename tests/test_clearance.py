@@ -102,31 +102,34 @@ def test_a_journal_sliding_along_its_bearing_slides_then_rolls_like_a_bowling_ba
     np.testing.assert_allclose(v[-3:, 3] * RADIUS, rolling, rtol=1e-6)
 
 
+def _check_gradient(model, names, coordinate, t1, rtol, rel_step):
+    """Reverse mode (the default discrete adjoint) of the body's ``coordinate`` of q at ``t1``
+    with respect to the parameters ``names``, against central differences (rel 1e-5)."""
+    x0 = jnp.array([float(model.parameter(name)) for name in names])
+    q0, v0 = model.initial_state()
+    ts = jnp.array([0.0, t1])
+
+    def final(x):
+        m = model
+        for name, value in zip(names, x, strict=True):
+            m = m.with_parameter(name, value)
+        return diffmbs.simulate(m, q0, v0, ts, rtol=rtol, atol=1e-3 * rtol).q[-1, coordinate]
+
+    grad = np.asarray(jax.jit(jax.grad(final))(x0))
+    for k, h in enumerate(rel_step * np.asarray(x0)):
+        step = jnp.zeros(len(names)).at[k].set(h)
+        fd = (float(final(x0 + step)) - float(final(x0 - step))) / (2 * h)
+        assert grad[k] == pytest.approx(fd, rel=1e-5), names[k]
+
+
 def test_gradients_through_an_impact_match_finite_differences():
-    """Reverse mode (the default discrete adjoint) of the journal's position after it has hit
-    the bearing and come back, against central differences, with respect to the clearance,
-    the contact stiffness and the damping, by the model's parameter names."""
+    """The journal's position after it has hit the bearing and come back, with respect to the
+    clearance, the contact stiffness and the damping, by the model's parameter names."""
     v0 = 0.2
     model = _journal(dict(stiffness=1e8, damping=1.5, smoothing=1e-9), gravity=(0, 0, 0),
                      velocity=(0.6 * v0, -0.8 * v0, 0.0))  # fmt: skip
     names = ("joint.clearance", "joint.stiffness", "joint.damping")
-    x0 = jnp.array([float(model.parameter(name)) for name in names])
-    q0, v_start = model.initial_state()
-    ts = jnp.array([0.0, 5e-3])
-
-    def position(x):
-        m = model
-        for name, value in zip(names, x, strict=True):
-            m = m.with_parameter(name, value)
-        q = diffmbs.simulate(m, q0, v_start, ts, rtol=1e-10, atol=1e-13).q
-        return q[-1, 1]
-
-    grad = np.asarray(jax.jit(jax.grad(position))(x0))
-    for k, h in enumerate(1e-4 * np.asarray(x0)):
-        step = jnp.zeros(3).at[k].set(h)
-        fd = (float(position(x0 + step)) - float(position(x0 - step))) / (2 * h)
-        assert grad[k] == pytest.approx(fd, rel=1e-5), names[k]
-
+    _check_gradient(model, names, coordinate=1, t1=5e-3, rtol=1e-10, rel_step=1e-4)
 
 # ----------------------------------------------------------------------- translational clearance
 
@@ -189,24 +192,10 @@ def test_a_block_sliding_in_its_guide_slows_down_at_mu_g():
 
 
 def test_translational_clearance_gradient_matches_finite_differences():
-    """Reverse mode of the block's height after it fell through the play and bounced, by the
-    element's parameter names, against central differences. The adjoint differentiates the
-    accepted steps, which near a sharp onset (ε = 1 nm) follow the exact solution's derivative
-    only as closely as the tolerance allows: 1.6e-4 off at rtol 1e-10, 1e-6 at 1e-12."""
+    """The block's height after it fell through the play and bounced, by the element's
+    parameter names. The adjoint differentiates the accepted steps, which near a sharp onset
+    (ε = 1 nm) follow the exact solution's derivative only as closely as the tolerance allows:
+    1.6e-4 off at rtol 1e-10, 1e-6 at 1e-12."""
     model = _block(dict(stiffness=1e8, damping=1.0, smoothing=1e-9), velocity=(0.1, 0, -0.05))
     names = ("guide.half_width", "guide.stiffness", "guide.damping")
-    x0 = jnp.array([float(model.parameter(name)) for name in names])
-    q0, v_start = model.initial_state()
-    ts = jnp.array([0.0, 8e-3])
-
-    def height(x):
-        m = model
-        for name, value in zip(names, x, strict=True):
-            m = m.with_parameter(name, value)
-        return diffmbs.simulate(m, q0, v_start, ts, rtol=1e-12, atol=1e-15).q[-1, 2]
-
-    grad = np.asarray(jax.jit(jax.grad(height))(x0))
-    for k, h in enumerate(1e-5 * np.asarray(x0)):
-        step = jnp.zeros(3).at[k].set(h)
-        fd = (float(height(x0 + step)) - float(height(x0 - step))) / (2 * h)
-        assert grad[k] == pytest.approx(fd, rel=1e-5), names[k]
+    _check_gradient(model, names, coordinate=2, t1=8e-3, rtol=1e-12, rel_step=1e-5)

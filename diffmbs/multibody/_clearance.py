@@ -28,6 +28,7 @@ the guide's two walls (see the class).
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import ClassVar
 
@@ -47,15 +48,56 @@ from diffmbs.rotations import safe_norm
 __all__ = ["RevoluteClearance", "TranslationalClearance"]
 
 
-def _check_memoryless(friction: AbstractFriction | None, element: str) -> None:
-    if friction is not None and friction.state_size:
-        raise ValueError(
-            f"{element}.friction: {type(friction).__name__} keeps a state, which force "
-            "elements cannot carry yet; use CoulombFriction or StribeckFriction"
-        )
+def _velocity_of_body_point(k: BodyKinematics, point: Array) -> Array:
+    """World velocity of the material point of body ``k`` at the world ``point`` (m/s)."""
+    return k.velocity + jnp.cross(k.angular_velocity, point - k.position)
 
 
-class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
+class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
+    """Loads, output and energy of a joint with clearance between body i and body j from its
+    :meth:`contacts`; the concrete joints write only those."""
+
+    friction: AbstractFriction | None = eqx.field(kw_only=True, default=None)
+
+    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+
+    def __check_init__(self):
+        if self.friction is not None and self.friction.state_size:
+            raise ValueError(
+                f"{type(self).__name__}.friction: {type(self.friction).__name__} keeps a state, "
+                "which force elements cannot carry yet; use CoulombFriction or StribeckFriction"
+            )
+
+    @abc.abstractmethod
+    def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
+        """Per contact (any leading shape c): ``(δ (c) m, δ̇ (c) m/s, direction of the normal
+        force on body j (c, 3) unit, contact point (c, 3) m, sliding velocity of body j on body
+        i there, in the contact plane (c, 3) m/s)``."""
+
+    @abc.abstractmethod
+    def _origin(self, ki: BodyKinematics) -> Array:
+        """Where the loads are reduced (world, m)."""
+
+    def output(self, t, ki, kj):
+        delta, rate, *_ = self.contacts(ki, kj)
+        return self.contact_force(delta, rate)
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        delta, rate, direction, points, slide = self.contacts(ki, kj)
+        normal = self.contact_force(delta, rate)
+        forces = normal[..., None] * direction  # on body j
+        if self.friction is not None:
+            forces = forces + self.friction.force(slide, normal, jnp.zeros(normal.shape + (0,)))
+        origin = self._origin(ki)
+        forces, points = forces.reshape(-1, 3), points.reshape(-1, 3)
+        torque = jnp.sum(jnp.cross(points - origin, forces), axis=0)
+        return pair_wrench(jnp.sum(forces, axis=0), origin, torque)
+
+    def potential_energy(self, t, ki, kj):
+        return jnp.sum(self.contact_energy(self.contacts(ki, kj)[0]))
+
+
+class RevoluteClearance(_AbstractClearance):
     """A revolute joint with radial clearance between a bearing on body i and a journal on body
     j (see the module docstring for the geometry and the fields; lengths in m)."""
 
@@ -70,10 +112,7 @@ class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
         kw_only=True, default=0.0, converter=as_float_array, metadata={"units": "m"}
     )
     half_length: float = eqx.field(kw_only=True, default=0.0, static=True)  # m
-    friction: AbstractFriction | None = eqx.field(kw_only=True, default=None)
     # half_length (m) is static: it decides how many contacts the journal has (2, or 1 at 0)
-
-    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
 
     def __check_init__(self):
         name = type(self).__name__
@@ -81,12 +120,10 @@ class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
             check_physical_value(field, getattr(self, field), f"{name}.{field}")
         if not (math.isfinite(self.half_length) and self.half_length >= 0):
             raise ValueError(f"{name}.half_length must be ≥ 0, got {self.half_length!r}")
-        _check_memoryless(self.friction, name)
 
-    def ends(self, ki: BodyKinematics, kj: BodyKinematics):
-        """Per contact (leading axis e: 2 journal ends, or 1 centre when ``half_length`` is 0):
-        ``(δ (e,) m, δ̇ (e,) m/s, n (e, 3) unit, contact point (e, 3) m, sliding velocity of
-        the journal on the bearing there (e, 3) m/s)``."""
+    def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
+        """Per journal end (leading axis 2, or 1 at the centre when ``half_length`` is 0), as
+        :meth:`_AbstractClearance.contacts`; the force on the journal is along ``−n``."""
         u = jnp.matmul(ki.rotation, self.bearing_axis)
         u_rate = jnp.cross(ki.angular_velocity, u)
         a = ki.point(self.bearing_center)
@@ -102,31 +139,16 @@ class RevoluteClearance(AbstractForceElement, AbstractHuntCrossley):
             n = jnp.where(nonzero, t / jnp.where(nonzero, size, 1.0), 0.0)
             rate = dot(n, w_rate) - dot(n, u_rate) * dot(u, w)  # d|t|/dt, u turning with body i
             point = kj.point(end_body_j) + self.journal_radius * n
-            slide = kj.velocity + jnp.cross(kj.angular_velocity, point - kj.position)
-            slide = slide - ki.velocity - jnp.cross(ki.angular_velocity, point - ki.position)
-            return size - self.clearance, rate, n, point, slide - dot(slide, n) * n
+            slide = _velocity_of_body_point(kj, point) - _velocity_of_body_point(ki, point)
+            return size - self.clearance, rate, -n, point, slide - dot(slide, n) * n
 
         return jax.vmap(one)(self.journal_center + sides * self.journal_axis)
 
-    def output(self, t, ki, kj):
-        delta, rate, *_ = self.ends(ki, kj)
-        return self.contact_force(delta, rate)
-
-    def wrench(self, t, ki, kj) -> Wrench:
-        delta, rate, n, points, slide = self.ends(ki, kj)
-        normal = self.contact_force(delta, rate)
-        forces = -normal[:, None] * n  # on the journal (body j)
-        if self.friction is not None:
-            forces = forces + self.friction.force(slide, normal, jnp.zeros(normal.shape + (0,)))
-        origin = ki.point(self.bearing_center)
-        torque = jnp.sum(jnp.cross(points - origin, forces), axis=0)
-        return pair_wrench(jnp.sum(forces, axis=0), origin, torque)
-
-    def potential_energy(self, t, ki, kj):
-        return jnp.sum(self.contact_energy(self.ends(ki, kj)[0]))
+    def _origin(self, ki):
+        return ki.point(self.bearing_center)
 
 
-class TranslationalClearance(AbstractForceElement, AbstractHuntCrossley):
+class TranslationalClearance(_AbstractClearance):
     """A slider (body j) in a guide (body i) with a gap: no constraint holds it; the slider's
     ``corners`` ((k, 3), body j's frame, m) touch the guide's two walls, the planes at
     ``± half_width`` (m) along ``guide_normal`` from the guide's centre plane through
@@ -143,9 +165,6 @@ class TranslationalClearance(AbstractForceElement, AbstractHuntCrossley):
     half_width: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
     body_j: str = eqx.field(static=True)
     corners: Array = eqx.field(converter=as_float_array)
-    friction: AbstractFriction | None = eqx.field(kw_only=True, default=None)
-
-    attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
 
     def __check_init__(self):
         name = type(self).__name__
@@ -153,20 +172,18 @@ class TranslationalClearance(AbstractForceElement, AbstractHuntCrossley):
         if jnp.ndim(self.corners) != 2 or jnp.shape(self.corners)[-1] != 3:
             shape = jnp.shape(self.corners)
             raise ValueError(f"{name}.corners: expected shape (k, 3), got {shape}")
-        _check_memoryless(self.friction, name)
 
-    def walls(self, ki: BodyKinematics, kj: BodyKinematics):
-        """Per corner and wall (leading axes k, 2; walls at −, +): ``(δ m, δ̇ m/s, the inward
-        normal (3,), the corner's world point (3,), its sliding velocity on the wall (3,))``."""
+    def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
+        """Per corner and wall (leading axes k, 2; the walls at −, +), as
+        :meth:`_AbstractClearance.contacts`; the force on the slider is along the wall's
+        inward normal."""
         n = jnp.matmul(ki.rotation, self.guide_normal)
         origin = ki.point(self.guide_point)
 
         def one(corner):
             point = kj.point(corner)
             height = dot(point - origin, n)  # across the guide
-            relative = kj.point_velocity(corner) - (
-                ki.velocity + jnp.cross(ki.angular_velocity, point - ki.position)
-            )
+            relative = kj.point_velocity(corner) - _velocity_of_body_point(ki, point)
             rate = dot(relative, n)  # = d/dt of the height: the wall turns with body i
             slide = relative - dot(relative, n) * n
             sides = jnp.array([-1.0, 1.0])
@@ -176,19 +193,5 @@ class TranslationalClearance(AbstractForceElement, AbstractHuntCrossley):
 
         return jax.vmap(one)(self.corners)
 
-    def output(self, t, ki, kj):
-        delta, rate, *_ = self.walls(ki, kj)
-        return self.contact_force(delta, rate)
-
-    def wrench(self, t, ki, kj) -> Wrench:
-        delta, rate, inward, points, slide = self.walls(ki, kj)
-        normal = self.contact_force(delta, rate)
-        forces = normal[..., None] * inward  # on the slider (body j)
-        if self.friction is not None:
-            forces = forces + self.friction.force(slide, normal, jnp.zeros(normal.shape + (0,)))
-        origin = ki.point(self.guide_point)
-        torque = jnp.sum(jnp.cross(points - origin, forces), axis=(0, 1))
-        return pair_wrench(jnp.sum(forces, axis=(0, 1)), origin, torque)
-
-    def potential_energy(self, t, ki, kj):
-        return jnp.sum(self.contact_energy(self.walls(ki, kj)[0]))
+    def _origin(self, ki):
+        return ki.point(self.guide_point)
