@@ -181,14 +181,12 @@ class BristleFriction(AbstractFriction):
                 f"BristleFriction.mu_dynamic ({dynamic}) must not exceed mu_static ({static})"
             )
 
-    def _blend(self, v_t: Array) -> Array:
-        return jnp.exp(-jnp.sum(v_t * v_t, axis=-1, keepdims=True) / self.v_stick**2)
-
-    def _slide_direction(self, v_t: Array) -> Array:
-        return _sliding_direction(v_t, 1e-3 * self.v_stick)  # weighted by 1 − k ≈ 0 below v_stick
-
-    def state_rate(self, v_t, normal_force, state):
+    def _terms(self, v_t: Array, normal_force: Array, state: Array):
+        """``(|F_n| (..., 1), blend k (..., 1), sliding direction (..., 3), ż (..., 3))``,
+        shared by :meth:`state_rate` and :meth:`force`."""
         normal = jnp.abs(normal_force)[..., None]
+        k = jnp.exp(-jnp.sum(v_t * v_t, axis=-1, keepdims=True) / self.v_stick**2)
+        direction = _sliding_direction(v_t, 1e-3 * self.v_stick)  # weighted by 1 − k ≈ 0 below
         z_max = self.mu_static * normal
         loaded = z_max > 0  # an open contact (F_n = 0) has no bound: its force is zero anyway
         z_max_safe = jnp.where(loaded, z_max, 1.0)
@@ -196,18 +194,19 @@ class BristleFriction(AbstractFriction):
         zv = jnp.sum(state * v_t, axis=-1, keepdims=True)
         saturation = (zz / z_max_safe**2) ** (self.saturation_exponent // 2 - 1) / z_max_safe**2
         outward = jnp.where(loaded & (zv > 0), saturation * zv, 0.0) * state
-        z_slide = self.mu_dynamic * normal * self._slide_direction(v_t)
+        z_slide = self.mu_dynamic * normal * direction
         relax = self.v_stick * self.k_stick / (z_max + self.v_stick * self.c_stick)
-        k = self._blend(v_t)
-        return k * self.k_stick * (v_t - outward) + (1 - k) * (z_slide - state) * relax
+        rate = k * self.k_stick * (v_t - outward) + (1 - k) * (z_slide - state) * relax
+        return normal, k, direction, rate
+
+    def state_rate(self, v_t, normal_force, state):
+        return self._terms(v_t, normal_force, state)[3]
 
     def force(self, v_t, normal_force, state):
-        normal = jnp.abs(normal_force)[..., None]
-        rate = self.state_rate(v_t, normal_force, state)
+        normal, k, direction, rate = self._terms(v_t, normal_force, state)
         stick = -state - self.c_stick / self.k_stick * rate
         size = safe_norm(stick)[..., None]
         bound = self.mu_static * normal  # 3-47
         stick = jnp.where(size > bound, bound / jnp.where(size > 0, size, 1.0), 1.0) * stick
-        slide = -self.mu_dynamic * normal * self._slide_direction(v_t)
-        k = self._blend(v_t)
+        slide = -self.mu_dynamic * normal * direction
         return k * stick + (1 - k) * slide - self.viscous * v_t

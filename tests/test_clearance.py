@@ -199,3 +199,19 @@ def test_translational_clearance_gradient_matches_finite_differences():
     model = _block(dict(stiffness=1e8, damping=1.0, smoothing=1e-9), velocity=(0.1, 0, -0.05))
     names = ("guide.half_width", "guide.stiffness", "guide.damping")
     _check_gradient(model, names, coordinate=2, t1=8e-3, rtol=1e-12, rel_step=1e-5)
+
+
+def test_a_described_clearance_joint_carries_its_friction_law():
+    """A model file's ``friction`` table builds the law by its ``type``; a wrong key is named
+    with its path."""
+    joint = {"name": "joint", "type": "revolute_clearance", "body_i": "ground",
+             "bearing_center": [0, 0, 0], "bearing_axis": [0, 0, 1], "body_j": "pin",
+             "journal_center": [0, 0, 0], "journal_axis": [0, 0, 1], "clearance": CLEARANCE,
+             "stiffness": 1e8, "friction": {"type": "coulomb", "mu": 0.3}}  # fmt: skip
+    description = {"bodies": [{"name": "pin", "mass": MASS, "inertia": list(INERTIA)}],
+                   "forces": [joint]}  # fmt: skip
+    friction = mb.model_from_dict(description).force_groups[0].member(0).friction
+    assert isinstance(friction, CoulombFriction) and float(friction.mu) == pytest.approx(0.3)
+    joint["friction"] = {"type": "coulomb", "mu": 0.3, "v_eps": 1e-4}
+    with pytest.raises(mb.ModelError, match=r"forces\[0\]\.friction"):
+        mb.model_from_dict(description)
