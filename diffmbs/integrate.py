@@ -2,7 +2,10 @@
 
 :func:`simulate` integrates the index-1 equations of motion (see :mod:`diffmbs.system`) with
 ``diffrax.diffeqsolve`` on the state ``y = (q, v)``, ``ẏ = (qdot(q, v), v̇(t, q, v))``, and saves
-at the sample times of the measurement (``diffrax.SaveAt(ts=...)``). At the saved states it
+at the sample times of the measurement (``diffrax.SaveAt(ts=...)``). A model whose force
+elements keep internal states (:attr:`~diffmbs.system.MechanicalSystem.n_internal`, a friction
+bristle say) adds them: ``y = (q, v, z)``, ``ż = internal_rate(t, q, v)``, through the same
+solvers, adjoints, batches and error control (the projection leaves ``z`` alone). At the saved states it
 evaluates, from the equations of motion (never by finite differences), the accelerations, the
 multipliers and the system's sensors.
 
@@ -154,6 +157,9 @@ class Solution(eqx.Module):
     - ``ts`` ``(n_t,)`` s: the saved times;
     - ``q`` ``(n_t, n_q)``, ``v`` ``(n_t, n_v)``: the state at ``ts`` (projected onto the
       constraints if ``project=True``); samples after a failure are ``inf``;
+    - ``internal`` ``(n_t, n_internal)``: the force elements' internal states at ``ts``
+      (``(n_t, 0)`` for a model without; resume a run from ``system.with_internal_state(
+      internal[-1])``);
     - ``vdot`` ``(n_t, n_v)``: accelerations from the equations of motion at the saved states;
     - ``multipliers`` ``(n_t, n_c)``: the KKT multipliers λ (constraint force ``−Φ_vᵀ λ``);
     - ``sensors``: ``system.sensors`` at the saved states, each of shape ``(n_t, ...)``;
@@ -170,6 +176,7 @@ class Solution(eqx.Module):
     ts: Array
     q: Array
     v: Array
+    internal: Array
     vdot: Array
     multipliers: Array
     sensors: dict[str, Array]
@@ -208,9 +215,12 @@ class Solution(eqx.Module):
 
 def _vector_field(t, y, args):
     system, baumgarte, kkt_solver = args
-    q, v = y
+    q, v, *internal = y  # (q, v) or (q, v, z)
+    if internal:
+        system = system.with_internal_state(internal[0])
     vdot, _ = accelerations(system, t, q, v, baumgarte, kkt_solver=kkt_solver, check=False)
-    return system.qdot(q, v), vdot
+    rates = (system.qdot(q, v), vdot)
+    return rates + ((system.internal_rate(t, q, v),) if internal else ())
 
 
 def _batch_vector_field(t, y, args):
@@ -223,7 +233,8 @@ def _batch_vector_field(t, y, args):
 
 def _project_step(t, y, args):
     system, _, kkt_solver = args
-    return project_state(system, t, *y, iterations=2, kkt_solver=kkt_solver)
+    q, v, *internal = y
+    return (*project_state(system, t, q, v, iterations=2, kkt_solver=kkt_solver), *internal)
 
 
 def _batch_project_step(t, y, args):
@@ -327,8 +338,7 @@ def _forward_mode_hint():
 @eqx.filter_jit
 def _simulate(
     system: MechanicalSystem,
-    q0: Array,
-    v0: Array,
+    y0: tuple[Array, ...],
     ts: Array,
     t0: Array,
     solver: diffrax.AbstractSolver | SolverPhases,
@@ -338,19 +348,18 @@ def _simulate(
     max_steps: int,
     options: _OutputOptions,
 ) -> Solution:
-    (q, v), t_end, (q_end, v_end), result, stats = _integrate(
-        _vector_field, (system, options.baumgarte, options.kkt_solver), (q0, v0), ts, t0,
+    ys, t_end, y_end, result, stats = _integrate(
+        _vector_field, (system, options.baumgarte, options.kkt_solver), y0, ts, t0,
         solver, adjoint, stepsize_controller, dt0, max_steps,
     )
-    return _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options)
+    return _finish(system, ts, ys, t_end, y_end, result, stats, options)
 
 
 @eqx.filter_jit
 def _simulate_batch(
     system: MechanicalSystem,
     system_axes: Any,
-    q0: Array,
-    v0: Array,
+    y0: tuple[Array, ...],
     ts: Array,
     t0: Array,
     solver: diffrax.AbstractSolver | SolverPhases,
@@ -361,21 +370,32 @@ def _simulate_batch(
     options: _OutputOptions,
 ) -> Solution:
     args = (system, options.baumgarte, options.kkt_solver, system_axes)
-    (q, v), t_end, (q_end, v_end), result, stats = _integrate(
-        _batch_vector_field, args, (q0, v0), ts, t0, solver, adjoint, stepsize_controller, dt0,
+    ys, t_end, y_end, result, stats = _integrate(
+        _batch_vector_field, args, y0, ts, t0, solver, adjoint, stepsize_controller, dt0,
         max_steps,
     )
 
-    def finish(system_, q_, v_, q_end_, v_end_):
-        return _finish(system_, ts, q_, v_, t_end, q_end_, v_end_, result, stats, options)
+    def finish(system_, ys_, y_end_):
+        return _finish(system_, ts, ys_, t_end, y_end_, result, stats, options)
 
-    return eqx.filter_vmap(finish, in_axes=(system_axes, 1, 1, 0, 0))(system, q, v, q_end, v_end)
+    return eqx.filter_vmap(finish, in_axes=(system_axes, 1, 0))(system, ys, y_end)
 
 
-def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> Solution:
-    """The :class:`Solution` of one run from its integrated samples ``q``, ``v`` ``(n_t, ...)``:
-    projection, accelerations, multipliers, sensors, drift and the classification of the
-    outcome."""
+def _initial_state(system: MechanicalSystem, q0: Array, v0: Array) -> tuple[Array, ...]:
+    """The integrated state at the start: ``(q0, v0)``, and the model's internal states when
+    it has any (:meth:`~diffmbs.system.MechanicalSystem.initial_internal_state`)."""
+    if not system.n_internal:
+        return q0, v0
+    return q0, v0, jnp.asarray(system.initial_internal_state(), dtype=q0.dtype)
+
+
+def _finish(system, ts, ys, t_end, y_end, result, stats, options) -> Solution:
+    """The :class:`Solution` of one run from its integrated samples ``ys`` (``(q, v)`` or
+    ``(q, v, z)``, leaves ``(n_t, ...)``) and last accepted state ``y_end``: projection,
+    accelerations, multipliers, sensors, drift and the classification of the outcome."""
+    (q, v, *internal), (q_end, v_end, *internal_end) = ys, y_end
+    z = internal[0] if internal else jnp.zeros(q.shape[:1] + (0,), q.dtype)
+    z_end = internal_end[0] if internal else z[-1]
     baumgarte, kkt_solver = options.baumgarte, options.kkt_solver
     project, output_chunk = options.project, options.output_chunk
     projection_iterations = options.projection_iterations
@@ -400,14 +420,15 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
             )
         )(ts, q, v)
 
-    def outputs(t_, q_, v_):
-        vdot, lam, ok, terms = solve_motion(system, t_, q_, v_, baumgarte, kkt_solver=kkt_solver)
+    def outputs(t_, q_, v_, z_):
+        system_ = system.with_internal_state(z_) if internal else system
+        vdot, lam, ok, terms = solve_motion(system_, t_, q_, v_, baumgarte, kkt_solver=kkt_solver)
         definite = mass_is_definite(terms.mass, terms.jac) if constrained else ok
         vdot = jnp.where(ok, vdot, jnp.nan)
-        sensors = system.sensors(t_, q_, v_, vdot)
+        sensors = system_.sensors(t_, q_, v_, vdot)
         healthy = jnp.stack(  # one flag per entry of DIAGNOSES[1:], in that order
             [
-                _all_finite((q_, v_)),
+                _all_finite((q_, v_, z_)),
                 _all_finite(terms.mass),
                 _all_finite(terms.force),
                 _all_finite((terms.phi, terms.phidot, terms.gamma, terms.jac)),
@@ -424,8 +445,8 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
 
     # The samples and, as one more row, the last accepted state: its flags diagnose a solver
     # failure, so the model's equations are traced (and compiled) once, not twice.
-    end = jax.lax.stop_gradient((t_end, q_end, v_end))
-    rows = jax.tree.map(lambda x, e: jnp.concatenate([x, e[None]]), (ts, q, v), end)
+    end = jax.lax.stop_gradient((t_end, q_end, v_end, z_end))
+    rows = jax.tree.map(lambda x, e: jnp.concatenate([x, e[None]]), (ts, q, v, z), end)
     vdot, lam, sensors, healthy, drifts = per_sample(outputs)(*rows)
     healthy_end = healthy[-1]
     vdot, lam, sensors, healthy, drifts = jax.tree.map(
@@ -463,6 +484,7 @@ def _finish(system, ts, q, v, t_end, q_end, v_end, result, stats, options) -> So
         ts=ts,
         q=q,
         v=v,
+        internal=z,
         vdot=vdot,
         multipliers=lam,
         sensors=sensors,
@@ -576,6 +598,9 @@ def _check_equation_shapes(system, q0, v0, t0) -> None:
         "qdot(q, v)": (jax.eval_shape(system.qdot, q0, v0).shape, q0.shape),
         "mass(q)": (jax.eval_shape(system.mass, q0).shape, (v0.shape[0], v0.shape[0])),
         "forces(t, q, v)": (jax.eval_shape(system.forces, t0, q0, v0).shape, v0.shape),
+        "internal_rate(t, q, v)": (
+            jax.eval_shape(system.internal_rate, t0, q0, v0).shape, (system.n_internal,)
+        ),
     }
     for name, (got, want) in shapes.items():
         if got != want:
@@ -659,15 +684,16 @@ def simulate(
     ):
         run_derivative_check(system, q0, v0, t0)
     projected = settings.step_projection and n_constraints(system, t0, q0) > 0
+    y0 = _initial_state(system, q0, v0)
     solver, adjoint, stepsize_controller, options = _strategies(
-        settings, ts, t0, q0.shape[0] + v0.shape[0],
+        settings, ts, t0, sum(x.shape[0] for x in y0),
         step_projection=_project_step if projected else None,
         default_solver=system.default_solver(),
         default_kkt_solver=system.default_kkt_solver(),
     )
     with _forward_mode_hint():
         sol = _simulate(
-            system, q0, v0, ts, t0, solver, adjoint, stepsize_controller, settings.dt0,
+            system, y0, ts, t0, solver, adjoint, stepsize_controller, settings.dt0,
             settings.max_steps, options,
         )
     if not settings.throw:
@@ -840,15 +866,20 @@ def simulate_batch(
     projected = settings.step_projection and n_constraints(
         _variant(system, system_axes, 0), t0, q0[0]
     ) > 0
+    y0 = (q0, v0)
+    if _variant(system, system_axes, 0).n_internal:
+        z0 = eqx.filter_vmap(lambda s: _initial_state(s, q0[0], v0[0])[2],
+                             in_axes=(system_axes,), axis_size=size)(system)  # fmt: skip
+        y0 = (q0, v0, z0)
     solver, adjoint, stepsize_controller, options = _strategies(
-        settings, ts, t0, size * (q0.shape[1] + v0.shape[1]),
+        settings, ts, t0, sum(x[0].size for x in y0) * size,
         norm=_batch_rms_norm, step_projection=_batch_project_step if projected else None,
         default_solver=_variant(system, system_axes, 0).default_solver(),
         default_kkt_solver=_variant(system, system_axes, 0).default_kkt_solver(),
     )
     with _forward_mode_hint():
         sol = _simulate_batch(
-            system, system_axes, q0, v0, ts, t0, solver, adjoint, stepsize_controller,
+            system, system_axes, y0, ts, t0, solver, adjoint, stepsize_controller,
             settings.dt0, settings.max_steps, options,
         )
     if not settings.throw:
@@ -888,7 +919,7 @@ def _batch_size(system: MechanicalSystem, system_axes: Any, q0: Array, v0: Array
             sizes[name] = x.shape[0]
     if system_axes is not None:
         try:
-            shape = jax.eval_shape(
+            shape = eqx.filter_eval_shape(  # a model may hold plain functions (a load's law)
                 eqx.filter_vmap(lambda s: jnp.zeros(()), in_axes=(system_axes,)), system
             ).shape
         except ValueError as err:

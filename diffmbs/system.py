@@ -182,6 +182,33 @@ class MechanicalSystem(eqx.Module):
         cheaper :class:`AugmentedLagrangianKKT`."""
         return None
 
+    # ------------------------------------------------------------------ internal states
+
+    @property
+    def n_internal(self) -> int:
+        """Number of internal states ``z`` of the model's force elements (a friction bristle's
+        elastic force, say), integrated with ``(q, v)`` as ``ż = internal_rate(t, q, v)``.
+        Default 0: the state is ``(q, v)`` alone and the methods below are never called."""
+        return 0
+
+    def initial_internal_state(self) -> Array:
+        """``z0`` ``(n_internal,)``, the internal states a simulation starts from (default
+        zeros)."""
+        return jnp.zeros((self.n_internal,))
+
+    def with_internal_state(self, z: Array) -> MechanicalSystem:
+        """A copy whose :meth:`forces` (and sensors) see the internal states ``z``
+        ``(n_internal,)``; a model with internal states stores them in a leaf, so ``forces``
+        keeps its signature and derivatives flow through ``z`` like through any parameter."""
+        del z
+        return self
+
+    def internal_rate(self, t: ArrayLike, q: Array, v: Array) -> Array:
+        """``ż`` ``(n_internal,)`` at the internal states this copy holds (see
+        :meth:`with_internal_state`)."""
+        del t, v
+        return jnp.zeros((0,), dtype=jnp.result_type(q))
+
     def initial_state(self) -> tuple[Array, Array]:
         """``(q0 (n_q,), v0 (n_v,))``: the state a test starts from, as a function of the
         model's own leaves (so a fitted parameter such as a drop height moves it). Experiments,

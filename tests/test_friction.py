@@ -86,7 +86,7 @@ def test_bristle_friction_holds_a_block_on_a_slope_and_lets_it_slide_above_the_f
     x, v = _slope(law, alpha, 2.0, jnp.array([1.0, 2.0]))
     held = MASS * G * math.sin(alpha) / 1e7  # m: the bristle's deflection under the load
     np.testing.assert_allclose(x, held, rtol=0.05)
-    assert abs(x[1] - x[0]) < 1e-12 and np.all(np.abs(v) < 1e-12)  # m, m/s: at rest
+    assert abs(x[1] - x[0]) < 1e-12 and np.all(np.abs(v) < 1e-11)  # m, m/s: at rest
     steep = math.atan(0.6)
     x, v = _slope(law, steep, 1.0, jnp.array([0.5, 1.0]))
     a = G * (math.sin(steep) - 0.4 * math.cos(steep))

@@ -18,9 +18,12 @@ the journal's centre; another joint or the model's symmetry then carries the axi
 tilt). Each closed end pushes the journal along ``−n_α = −t_α/|t_α|`` with the normal law of
 :class:`diffmbs.contact.AbstractHuntCrossley` (keyword-only ``stiffness``, ``damping``;
 restitution through :func:`diffmbs.contact.damping_from_restitution`) at the contact point
-``C_α + r n_α``, and, with a ``friction`` law (:mod:`diffmbs.friction`, without memory until
-force elements carry states), against the sliding of the journal's surface on the bearing's
-there. Output (for sensors): the normal force at each end, ``(2,)`` N (``(1,)`` planar).
+``C_α + r n_α``, and, with a ``friction`` law (:mod:`diffmbs.friction`), against the sliding
+of the journal's surface on the bearing's there. A law with memory
+(:class:`~diffmbs.friction.BristleFriction`) keeps its state per contact point as the joint's
+internal states (``state_size`` = contacts × the law's), integrated with the bodies; its
+bristle's elastic energy is not counted in :meth:`potential_energy`. Output (for sensors): the
+normal force at each end, ``(2,)`` N (``(1,)`` planar).
 
 :class:`TranslationalClearance` — a slider in a guide with a gap: the slider's corners against
 the guide's two walls (see the class).
@@ -61,13 +64,6 @@ class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
 
     attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
 
-    def __check_init__(self):
-        if self.friction is not None and self.friction.state_size:
-            raise ValueError(
-                f"{type(self).__name__}.friction: {type(self.friction).__name__} keeps a state, "
-                "which force elements cannot carry yet; use CoulombFriction or StribeckFriction"
-            )
-
     @abc.abstractmethod
     def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
         """Per contact (any leading shape c): ``(δ (c) m, δ̇ (c) m/s, direction of the normal
@@ -82,16 +78,34 @@ class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
         delta, rate, *_ = self.contacts(ki, kj)
         return self.contact_force(delta, rate)
 
-    def wrench(self, t, ki, kj) -> Wrench:
+    @property
+    def state_size(self) -> int:
+        """The friction law's states at every contact point (0 without memory)."""
+        if self.friction is None:
+            return 0
+        return self.n_contacts * self.friction.state_size
+
+    @property
+    @abc.abstractmethod
+    def n_contacts(self) -> int:
+        """Contact points of :meth:`contacts` (static)."""
+
+    def loads(self, t, state, ki, kj) -> tuple[Wrench, Array]:
         delta, rate, direction, points, slide = self.contacts(ki, kj)
         normal = self.contact_force(delta, rate)
         forces = normal[..., None] * direction  # on body j
+        state_rate = jnp.zeros((0,), dtype=forces.dtype)
         if self.friction is not None:
-            forces = forces + self.friction.force(slide, normal, jnp.zeros(normal.shape + (0,)))
+            state = jnp.reshape(state, normal.shape + (self.friction.state_size,))
+            friction, state_rate = self.friction.force_and_rate(slide, normal, state)
+            forces = forces + friction
         origin = self._origin(ki)
         forces, points = forces.reshape(-1, 3), points.reshape(-1, 3)
         torque = jnp.sum(jnp.cross(points - origin, forces), axis=0)
-        return pair_wrench(jnp.sum(forces, axis=0), origin, torque)
+        return pair_wrench(jnp.sum(forces, axis=0), origin, torque), state_rate.reshape(-1)
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        return self.loads(t, jnp.zeros((self.state_size,)), ki, kj)[0]
 
     def potential_energy(self, t, ki, kj):
         return jnp.sum(self.contact_energy(self.contacts(ki, kj)[0]))
@@ -113,6 +127,10 @@ class RevoluteClearance(_AbstractClearance):
     )
     half_length: float = eqx.field(kw_only=True, default=0.0, static=True)  # m
     # half_length (m) is static: it decides how many contacts the journal has (2, or 1 at 0)
+
+    @property
+    def n_contacts(self) -> int:
+        return 2 if self.half_length else 1
 
     def __check_init__(self):
         name = type(self).__name__
@@ -165,6 +183,10 @@ class TranslationalClearance(_AbstractClearance):
     half_width: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
     body_j: str = eqx.field(static=True)
     corners: Array = eqx.field(converter=as_float_array)
+
+    @property
+    def n_contacts(self) -> int:
+        return 2 * self.corners.shape[0]  # every corner against either wall
 
     def __check_init__(self):
         name = type(self).__name__

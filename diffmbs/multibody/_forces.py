@@ -71,10 +71,24 @@ class AbstractForceElement(eqx.Module):
     """A force element attached to the bodies named by the fields in ``attachments``.
 
     Implement :meth:`wrench` and :meth:`output`; override :meth:`potential_energy` for
-    conservative parts and :meth:`resolve` when the element refers to other model items.
+    conservative parts and :meth:`resolve` when the element refers to other model items. An
+    element with internal states (a friction bristle) returns their number from
+    :attr:`state_size` and implements :meth:`loads`; its :meth:`wrench` is the load at the
+    states of a fresh element (zeros).
     """
 
     attachments: ClassVar[tuple[str, ...]]
+
+    @property
+    def state_size(self) -> int:
+        """Number of internal states (static; default 0)."""
+        return 0
+
+    def loads(self, t: Array, state: Array, *kinematics: BodyKinematics) -> tuple[Wrench, Array]:
+        """``(wrench, ṡ)``: the loads at the internal states ``state`` ``(state_size,)`` and
+        their rate ``(state_size,)``; default: :meth:`wrench` and no states."""
+        del state
+        return self.wrench(t, *kinematics), jnp.zeros((0,), dtype=kinematics[0].position.dtype)
 
     @abc.abstractmethod
     def wrench(self, t: Array, *kinematics: BodyKinematics) -> Wrench:

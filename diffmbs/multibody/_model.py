@@ -89,13 +89,19 @@ class ElementGroup(eqx.Module):
             for col in range(index.shape[1])
         )
 
-    def map(self, method: str, t: Array, kinematics: BodyKinematics):
-        """``element.method(t, *kinematics)`` for every element (one ``vmap``)."""
+    def map(self, method: str, t: Array, kinematics: BodyKinematics, *per_element: Array):
+        """``element.method(t, *per_element, *kinematics)`` for every element (one ``vmap``;
+        ``per_element`` arrays have a leading axis of the group's size)."""
 
-        def one(element, *ks):
-            return getattr(element, method)(t, *ks)
+        def one(element, extra, ks):
+            return getattr(element, method)(t, *extra, *ks)
 
-        return eqx.filter_vmap(one)(self.elements, *self.gather(kinematics))
+        return eqx.filter_vmap(one)(self.elements, per_element, self.gather(kinematics))
+
+    @property
+    def state_size(self) -> int:
+        """Internal states of each element of the group (static)."""
+        return self.member(0).state_size
 
     def member(self, k: int):
         """The ``k``-th element, unstacked."""
@@ -177,6 +183,7 @@ class MultibodyModel(MechanicalSystem):
     modal_bodies: tuple[ModalBody, ...] = ()
     node_rows: tuple[tuple[int, int], ...] = eqx.field(static=True, default=())
     node_names: tuple[str, ...] = eqx.field(static=True, default=())
+    internal_state: Array | None = None  # the force elements' states z; None: a fresh start
 
     # ----------------------------------------------------------------- sizes and names
 
@@ -329,19 +336,69 @@ class MultibodyModel(MechanicalSystem):
         rows = _modal.kinematics_rows(self.modal_bodies, self.node_rows, self.n_bodies, q, v)
         return jax.tree.map(lambda a, b: jnp.concatenate([a, b]), rigid, rows)
 
-    def applied_wrenches(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array]:
-        """Sum of the force elements' loads on every :meth:`kinematics` row: force (world, N)
-        and moment about the row's origin (world, N·m), shapes ``(n_rows, 3)``."""
+    # ----------------------------------------------------------------- internal states
+
+    @property
+    def n_internal(self) -> int:
+        """The force elements' internal states, group after group (static)."""
+        return sum(len(g.names) * g.state_size for g in self.force_groups)
+
+    def internal_slices(self) -> dict[str, slice]:
+        """Each force element's slice of the internal states ``z``, by name (elements with
+        states only)."""
+        out, start = {}, 0
+        for group in self.force_groups:
+            for name in group.names:
+                out[name] = slice(start, start + group.state_size)
+                start += group.state_size
+        return {name: rows for name, rows in out.items() if rows.stop > rows.start}
+
+    def initial_internal_state(self) -> Array:
+        """The held internal states (see :meth:`with_internal_state`), else zeros: a fresh
+        bristle carries no load."""
+        if self.internal_state is not None:
+            return self.internal_state
+        return jnp.zeros((self.n_internal,))
+
+    def with_internal_state(self, z: Array) -> MultibodyModel:
+        z = jnp.asarray(z)
+        if z.shape != (self.n_internal,):
+            raise ValueError(
+                f"with_internal_state: expected shape ({self.n_internal},), got {z.shape}"
+            )
+        return eqx.tree_at(lambda m: m.internal_state, self, z, is_leaf=lambda x: x is None)
+
+    def internal_rate(self, t: ArrayLike, q: Array, v: Array) -> Array:
+        return self.element_loads(t, self.kinematics(q, v))[2]
+
+    def element_loads(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array, Array]:
+        """Sum of the force elements' loads on every :meth:`kinematics` row — force (world, N)
+        and moment about the row's origin (world, N·m), shapes ``(n_rows, 3)`` — and the rate
+        of their internal states ``(n_internal,)``."""
         force = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
         torque = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
+        z = self.initial_internal_state().astype(kin.position.dtype)
+        rates, start = [], 0
         for group in self.force_groups:
-            wrench = group.map("wrench", t, kin)
+            size = len(group.names) * group.state_size
+            if size:
+                states = z[start : start + size].reshape(len(group.names), -1)
+                wrench, rate = group.map("loads", t, kin, states)
+                rates.append(rate.reshape(-1))
+                start += size
+            else:
+                wrench = group.map("wrench", t, kin)
             index = np.asarray(group.body_index, dtype=np.int32).reshape(-1)
             f = wrench.force.reshape(-1, 3)
             arm = wrench.point.reshape(-1, 3) - kin.position[index]
             force = force.at[index].add(f)
             torque = torque.at[index].add(jnp.cross(arm, f) + wrench.torque.reshape(-1, 3))
-        return force, torque
+        rate = jnp.concatenate(rates) if rates else jnp.zeros((0,), kin.position.dtype)
+        return force, torque, rate
+
+    def applied_wrenches(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array]:
+        """The loads of :meth:`element_loads` (force, moment; ``(n_rows, 3)`` each)."""
+        return self.element_loads(t, kin)[:2]
 
     def rigid_body_forces(
         self, kin: BodyKinematics, omega_bar: Array, force: Array, torque: Array

@@ -644,6 +644,25 @@ class JointCoordinateModel(MechanicalSystem):
         """The full model's."""
         return self.full.default_solver()
 
+    # ----------------------------------------------------------------- internal states
+
+    @property
+    def n_internal(self) -> int:
+        return self.full.n_internal
+
+    def initial_internal_state(self) -> Array:
+        return self.full.initial_internal_state()
+
+    def with_internal_state(self, z: Array) -> JointCoordinateModel:
+        return eqx.tree_at(lambda m: m.full, self, self.full.with_internal_state(z))
+
+    def internal_rate(self, t: ArrayLike, q: Array, v: Array) -> Array:
+        if self.full.modal_bodies:
+            return self.full.internal_rate(t, *self.to_maximal(q, v))
+        tm = self._motion(q, v)
+        kin = self._kinematics(tm.rotation, tm.position, _body_frame(tm)[0])
+        return self.full.element_loads(t, kin)[2]
+
     def initial_state(self) -> tuple[Array, Array]:
         """:meth:`from_maximal` of the full model's initial state (it must be assembled)."""
         return self.from_maximal(*self.full.initial_state())
