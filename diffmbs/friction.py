@@ -9,7 +9,10 @@ batchable) with two pure functions, vectorised over leading axes:
   the other surface; it opposes ``v_t``. ``normal_force`` (N, ``(...)``) is the contact's normal
   force (its magnitude is used);
 * ``state_rate(v_t, normal_force, state)`` — the time derivative of the internal state
-  (``(..., state_size)``; ``state_size = 0`` for laws without memory).
+  (``(..., state_size)``; ``state_size = 0`` for laws without memory); ``force_and_rate``
+  gives both from one evaluation (what a force element needs: the joints with clearance of
+  :mod:`diffmbs.multibody` carry the states as their internal states, integrated with the
+  bodies).
 
 Laws
 ----
