@@ -6,8 +6,8 @@ at the sample times of the measurement (``diffrax.SaveAt(ts=...)``). A model who
 elements keep internal states (:attr:`~diffmbs.system.MechanicalSystem.n_internal`, a friction
 bristle say) adds them: ``y = (q, v, z)``, ``ż = internal_rate(t, q, v)``, through the same
 solvers, adjoints, batches and error control (the projection leaves ``z`` alone). At the
-saved states it evaluates, from the equations of motion (never by finite differences), the accelerations, the
-multipliers and the system's sensors.
+saved states it evaluates, from the equations of motion (never by finite differences), the
+accelerations, the multipliers and the system's sensors.
 
 Solvers and adjoints are ``diffrax`` objects, swappable:
 
