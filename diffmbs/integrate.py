@@ -276,7 +276,7 @@ def _in_chunks(fn: Callable, size: int) -> Callable:
 
         def split(x):
             x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)])
-            return x.reshape(-1, chunk, *x.shape[1:])
+            return x.reshape(x.shape[0] // chunk, chunk, *x.shape[1:])  # a leaf may be empty
 
         ys = jax.lax.map(lambda args: jax.vmap(fn)(*args), jax.tree.map(split, xs))
         # explicit sizes: a leaf may be empty (no multipliers), where -1 is ambiguous

@@ -95,7 +95,8 @@ def slider_crank(
     rad/s about −Y at t = 0). ``clearance=None`` gives the ideal revolute joint. Contact:
     ``stiffness`` (N/m^1.5; default :func:`hertz_conforming_stiffness`), damping from
     ``restitution`` at ``impact_speed`` (m/s), ``smoothing`` (m) the force's onset, ``friction``
-    (a law without memory, :mod:`diffmbs.friction`) at the journal's ends."""
+    (a law of :mod:`diffmbs.friction`) at the journal's ends; a
+    :class:`~diffmbs.friction.BristleFriction`'s bristles are the model's internal states."""
     pin = np.array([0.0, 0.0, CRANK])
     rod_axis = (SLIDER_START - pin) / ROD  # body y of the rod
     rod_rotation = np.stack([[1.0, 0.0, 0.0], rod_axis, np.cross([1.0, 0.0, 0.0], rod_axis)], 1)
