@@ -369,36 +369,48 @@ class MultibodyModel(MechanicalSystem):
         return eqx.tree_at(lambda m: m.internal_state, self, z, is_leaf=lambda x: x is None)
 
     def internal_rate(self, t: ArrayLike, q: Array, v: Array) -> Array:
-        return self.element_loads(t, self.kinematics(q, v))[2]
+        return self.element_state_rates(t, self.kinematics(q, v))
 
-    def element_loads(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array, Array]:
-        """Sum of the force elements' loads on every :meth:`kinematics` row — force (world, N)
-        and moment about the row's origin (world, N·m), shapes ``(n_rows, 3)`` — and the rate
-        of their internal states ``(n_internal,)``."""
-        force = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
-        torque = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
-        z = self.initial_internal_state().astype(kin.position.dtype)
-        rates, start = [], 0
+    def _group_states(self, dtype) -> list[Array | None]:
+        """Each force group's internal states ``(n_elements, state_size)``, None without."""
+        z = self.initial_internal_state().astype(dtype)
+        out, start = [], 0
         for group in self.force_groups:
             size = len(group.names) * group.state_size
-            if size:
-                states = z[start : start + size].reshape(len(group.names), -1)
-                wrench, rate = group.map("loads", t, kin, states)
-                rates.append(rate.reshape(-1))
-                start += size
-            else:
+            out.append(z[start : start + size].reshape(len(group.names), -1) if size else None)
+            start += size
+        return out
+
+    def applied_wrenches(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array]:
+        """Sum of the force elements' loads on every :meth:`kinematics` row (at the held
+        internal states): force (world, N) and moment about the row's origin (world, N·m),
+        shapes ``(n_rows, 3)``."""
+        force = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
+        torque = jnp.zeros((self.n_rows, 3), dtype=kin.position.dtype)
+        states = self._group_states(kin.position.dtype)
+        for group, state in zip(self.force_groups, states, strict=True):
+            if state is None:
                 wrench = group.map("wrench", t, kin)
+            else:
+                wrench = group.map("loads", t, kin, state)[0]
             index = np.asarray(group.body_index, dtype=np.int32).reshape(-1)
             f = wrench.force.reshape(-1, 3)
             arm = wrench.point.reshape(-1, 3) - kin.position[index]
             force = force.at[index].add(f)
             torque = torque.at[index].add(jnp.cross(arm, f) + wrench.torque.reshape(-1, 3))
-        rate = jnp.concatenate(rates) if rates else jnp.zeros((0,), kin.position.dtype)
-        return force, torque, rate
+        return force, torque
 
-    def applied_wrenches(self, t: ArrayLike, kin: BodyKinematics) -> tuple[Array, Array]:
-        """The loads of :meth:`element_loads` (force, moment; ``(n_rows, 3)`` each)."""
-        return self.element_loads(t, kin)[:2]
+    def element_state_rates(self, t: ArrayLike, kin: BodyKinematics) -> Array:
+        """``ż`` ``(n_internal,)`` of the force elements with internal states (only those
+        groups are evaluated; within one traced step XLA shares their work with
+        :meth:`applied_wrenches`)."""
+        states = self._group_states(kin.position.dtype)
+        rates = [
+            group.map("loads", t, kin, state)[1].reshape(-1)
+            for group, state in zip(self.force_groups, states, strict=True)
+            if state is not None
+        ]
+        return jnp.concatenate(rates) if rates else jnp.zeros((0,), kin.position.dtype)
 
     def rigid_body_forces(
         self, kin: BodyKinematics, omega_bar: Array, force: Array, torque: Array

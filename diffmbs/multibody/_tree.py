@@ -661,7 +661,7 @@ class JointCoordinateModel(MechanicalSystem):
             return self.full.internal_rate(t, *self.to_maximal(q, v))
         tm = self._motion(q, v)
         kin = self._kinematics(tm.rotation, tm.position, _body_frame(tm)[0])
-        return self.full.element_loads(t, kin)[2]
+        return self.full.element_state_rates(t, kin)
 
     def initial_state(self) -> tuple[Array, Array]:
         """:meth:`from_maximal` of the full model's initial state (it must be assembled)."""
