@@ -1,4 +1,5 @@
-"""Figures of shock response spectra, written atomically as image files.
+"""Figures of shock response spectra and of a journal's orbit in its bearing, written atomically
+as image files.
 
 Figures are built on matplotlib's Agg canvas directly (no ``pyplot``), so plotting works without a
 display and leaves no global figure state behind.
@@ -14,7 +15,7 @@ from matplotlib.figure import Figure
 
 from diffmbs.io import atomic_write
 
-__all__ = ["db_factor", "plot_srs"]
+__all__ = ["db_factor", "plot_journal_orbit", "plot_srs"]
 
 _FIGSIZE_IN = (9.0, 6.0)
 _DPI = 150
@@ -90,3 +91,49 @@ def _draw_reference(ax, freqs, values, label: str, *, bands_db) -> None:
         ax.fill_between(freqs, values / outer, values / inner, **style)
         inner = outer
     ax.loglog(freqs, values, color="black", linestyle="--", linewidth=1.2, label=label, zorder=3)
+
+
+def plot_journal_orbit(
+    orbits: dict[str, np.ndarray],
+    clearance: float,
+    *,
+    title: str,
+    path,
+    axes_labels: tuple[str, str] = ("X", "Z"),
+) -> Path:
+    """Plot the orbit of a journal's centre inside its bearing and save the figure atomically.
+
+    Args:
+        orbits: curve label → the journal centre relative to the bearing's, in the bearing's
+            plane, m, shape ``(n, 2)`` (e.g. the X and Z columns of the slider-crank's
+            ``journal`` sensor).
+        clearance: radial clearance c, m: the circle the centre cannot leave without
+            penetrating, drawn dashed.
+        title: figure title.
+        path: output image file; the format follows its suffix (``.png``).
+        axes_labels: the names of the two in-plane axes.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`. Lengths are drawn in mm, axes equal.
+    """
+    if not np.isfinite(clearance) or clearance <= 0:
+        raise ValueError(f"plot_journal_orbit: clearance must be positive, got {clearance!r}")
+    fig = Figure(figsize=(6.5, 6.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    angle = np.linspace(0.0, 2.0 * np.pi, 361)
+    ax.plot(1e3 * clearance * np.cos(angle), 1e3 * clearance * np.sin(angle), "k--",
+            linewidth=1.0, label=f"clearance {1e3 * clearance:g} mm")  # fmt: skip
+    for label, orbit in orbits.items():
+        orbit = np.asarray(orbit, dtype=np.float64)
+        if orbit.ndim != 2 or orbit.shape[1] != 2:
+            raise ValueError(f"plot_journal_orbit: orbits[{label!r}] must be (n, 2), got "
+                             f"{orbit.shape}")  # fmt: skip
+        ax.plot(1e3 * orbit[:, 0], 1e3 * orbit[:, 1], linewidth=0.8, label=label)
+    ax.set_aspect("equal")
+    ax.set_xlabel(f"{axes_labels[0]} (mm)")
+    ax.set_ylabel(f"{axes_labels[1]} (mm)")
+    ax.set_title(title)
+    ax.grid(True, linewidth=0.6, alpha=0.5)
+    ax.legend(loc="upper right", fontsize="small")
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=_DPI))

@@ -9,12 +9,14 @@ import math
 from pathlib import Path
 
 import jax.numpy as jnp
+import matplotlib.image
 import numpy as np
 import pytest
 
 import diffmbs
 import diffmbs.multibody as mb
 from diffmbs.models.slider_crank import CLEARANCE, CRANK, ROD, SLIDER_START, slider_crank
+from diffmbs.plotting import plot_journal_orbit
 
 diffmbs.configure()
 
@@ -63,7 +65,7 @@ def _cycle(velocity):
 
 
 @SHARED
-def test_clearance_lengthens_the_period_and_lowers_the_amplitude_more_in_velocity():
+def test_clearance_lengthens_the_period_and_lowers_the_amplitude_more_in_velocity(tmp_path):
     """The source's observations over its 1 s (restitution 0.9): with 0.5 mm of clearance the
     journal falls from the bearing's centre and bounces around inside it (its centre within the
     clearance but for the contact's µm of penetration, its ends touching and leaving the wall
@@ -82,6 +84,12 @@ def test_clearance_lengthens_the_period_and_lowers_the_amplitude_more_in_velocit
     assert _cycle(v) > 1.05 * _cycle(ideal_v)
     position_ratio, velocity_ratio = np.std(y) / np.std(ideal_y), np.std(v) / np.std(ideal_v)
     assert velocity_ratio < position_ratio < 1.0, (velocity_ratio, position_ratio)
+    # the orbit figure: an image of the requested size; a wrong shape is named
+    figure = plot_journal_orbit({"0.5 mm": journal[:, [0, 2]]}, CLEARANCE, title="orbit",
+                                path=tmp_path / "orbit.png")  # fmt: skip
+    assert matplotlib.image.imread(figure).shape[:2] == (900, 975)  # 6 × 6.5 in at 150 dpi
+    with pytest.raises(ValueError, match=r"orbits\['bad'\] must be \(n, 2\)"):
+        plot_journal_orbit({"bad": journal}, CLEARANCE, title="", path=tmp_path / "x.png")
 
 
 def test_the_toml_model_is_the_builders():
