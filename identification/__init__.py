@@ -9,6 +9,9 @@ Generic over any model pytree (an ``equinox.Module``):
 * :class:`Problem` — residuals, loss and Jacobian as pure functions of the unconstrained ``z``;
 * fitters — :class:`LevenbergMarquardt`, :class:`GaussNewton`, :class:`Adam`, :class:`LBFGS` —
   run by :func:`fit` (progress, checkpoints, resume) after an optional :func:`multistart`;
+* :func:`fit_in_stages` — time histories of impacts fitted through :class:`Stage` s of
+  widening band and window (a spike train's misfit is one bowl only when low-passed), ending
+  on the whole record;
 * :func:`global_fit` — a batched global search (:class:`CMAES`) over the box, then the local
   fitter from the best distinct candidates: what finds the basin of an SRS misfit;
 * :class:`FitResult` — parameters, misfits in dB, Gauss–Newton covariance, correlations,
@@ -30,7 +33,6 @@ from identification._experiments import (
     AbstractExperiment,
     FunctionExperiment,
     SRSExperiment,
-    TimeHistoryExperiment,
     misfit_report,
 )
 from identification._fit import fit
@@ -61,7 +63,9 @@ from identification._sensitivity import (
     save_sensitivity,
     srs_sensitivity,
 )
+from identification._stages import Stage, fit_in_stages, in_stage
 from identification._sweep import grid_values, lhs_values, sweep
+from identification._time_history import TimeHistoryExperiment
 
 __all__ = [
     "band_sensitivity",
@@ -90,6 +94,9 @@ __all__ = [
     "TimeHistoryExperiment",
     "batched_loss",
     "fit",
+    "fit_in_stages",
+    "in_stage",
+    "Stage",
     "gauss_newton_covariance",
     "grid_values",
     "halton",

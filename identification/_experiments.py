@@ -16,8 +16,8 @@ Concrete experiments:
 
 * :class:`SRSExperiment` — simulate, take one sensor's acceleration, its SRS at given natural
   frequencies, and compare in dB: ``r = w · 20 log10(SRS_sim / SRS_meas)``;
-* :class:`TimeHistoryExperiment` — simulate and compare a sensor sample by sample:
-  ``r = w · (sim − meas) / scale``;
+* :class:`TimeHistoryExperiment` (in ``_time_history``) — simulate and compare a sensor
+  sample by sample, through a recorder's filter: ``r = w · (sim − meas) / scale``;
 * :class:`FunctionExperiment` — any ``predict_fn(model)`` (closed forms, surrogates, models that
   are not simulated), compared in dB or linearly.
 
@@ -49,7 +49,6 @@ __all__ = [
     "AbstractExperiment",
     "FunctionExperiment",
     "SRSExperiment",
-    "TimeHistoryExperiment",
     "misfit_report",
 ]
 
@@ -300,74 +299,6 @@ class SRSExperiment(AbstractExperiment):
 
     def residuals_from_prediction(self, prediction: Array) -> Array:
         return _db_residuals(prediction, self.measured, self.weights)
-
-
-class TimeHistoryExperiment(AbstractExperiment):
-    """A measured time history at one sensor, compared sample by sample.
-
-    - ``model``, ``sensor``, ``simulate_kwargs``: as :class:`SRSExperiment` (``ts`` need not be
-      uniform).
-    - ``ts`` ``(n_t,)`` s and ``measured`` ``(n_t,)`` (SI): the record.
-    - ``weights`` ``(n_t,)``: non-negative (default 1).
-    - ``scale``: divides the residuals, in the unit of the sensor; default the RMS of
-      ``measured`` (1 if that is 0), so the residuals are dimensionless.
-
-    ``residuals = w · (sim − meas) / scale``, shape ``(n_t,)``.
-    """
-
-    name: str = eqx.field(static=True)
-    model: Any
-    sensor: str = eqx.field(static=True)
-    ts: Array
-    measured: Array
-    weights: Array
-    scale: float = eqx.field(static=True)
-    simulate_kwargs: dict[str, Any]
-
-    def __init__(
-        self,
-        name: str,
-        model: Any,
-        sensor: str,
-        ts: ArrayLike,
-        measured: ArrayLike,
-        weights: ArrayLike | None = None,
-        scale: float | None = None,
-        simulate_kwargs: dict[str, Any] | None = None,
-    ):
-        self.name = name
-        ts_np = _vector(ts, "ts", name)
-        if np.any(np.diff(ts_np) <= 0):
-            raise ValueError(f"experiment {name!r}: ts must be increasing")
-        meas = _vector(measured, "measured", name, ts_np.size)
-        _check_sensor(model, sensor, float(ts_np[0]), name)
-        if scale is None:
-            rms = float(np.sqrt(np.mean(meas**2)))
-            scale = rms if rms > 0 else 1.0
-        if not (np.isfinite(scale) and scale > 0):
-            raise ValueError(f"experiment {name!r}: scale must be positive, got {scale}")
-        self.model = model
-        self.sensor = sensor
-        self.ts = jnp.asarray(ts_np)
-        self.measured = jnp.asarray(meas)
-        self.weights = _weights(weights, ts_np.size, name)
-        self.scale = float(scale)
-        self.simulate_kwargs = _default_simulate_kwargs(simulate_kwargs)
-
-    @property
-    def abscissa(self) -> np.ndarray:
-        return np.asarray(self.ts)
-
-    @property
-    def in_db(self) -> bool:
-        return False
-
-    def predict(self, model: Any) -> Array:
-        out, ok = _simulated_sensor(model, self.ts, self.sensor, self.simulate_kwargs)
-        return jnp.where(ok, out, jnp.nan)
-
-    def residuals_from_prediction(self, prediction: Array) -> Array:
-        return self.weights * (prediction - self.measured) / self.scale
 
 
 class FunctionExperiment(AbstractExperiment):

@@ -43,6 +43,7 @@ from identification._parameters import ParameterSpace
 
 __all__ = [
     "Problem",
+    "holding",
     "batched_loss_rows",
     "evaluate",
     "loss_and_grad",
@@ -291,3 +292,19 @@ def _loss_fwd_grad_fwd(perturbed, z, problem):
 def _loss_fwd_grad_bwd(grad, cotangent, perturbed, z, problem):
     del perturbed, z, problem
     return cotangent * grad
+
+
+def holding(problem: Problem, indices: Sequence[int], values: ArrayLike) -> Problem:
+    """The problem over every parameter but those at ``indices``, which are held at ``values``
+    (SI, shape ``(len(indices),)``) in the models of the experiments they apply to (as
+    leaves: problems holding other values share compiled programs)."""
+    space = problem.space
+    indices = [int(i) for i in indices]
+    held = ParameterSpace([space.parameters[i] for i in indices])
+    rest = ParameterSpace([p for i, p in enumerate(space.parameters) if i not in indices])
+    values = jnp.asarray(values, dtype=float)
+    experiments = [
+        eqx.tree_at(lambda e: e.model, e, held.apply(e.model, values, e.name))
+        for e in problem.experiments
+    ]
+    return Problem(rest, experiments, jac=problem.jac)

@@ -28,14 +28,12 @@ import dataclasses
 import math
 from statistics import NormalDist
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
 from identification._fit import fit
 from identification._fitters import LevenbergMarquardt
-from identification._parameters import ParameterSpace
-from identification._problem import Problem
+from identification._problem import Problem, holding
 from identification._results import FitResult
 
 __all__ = ["Profile", "plausible_ranges", "profile_likelihood"]
@@ -70,16 +68,8 @@ class Profile:
 
 
 def _with_held(problem: Problem, j: int, value: float) -> Problem:
-    """The problem over every parameter but ``j``, with parameter ``j`` held at ``value`` in
-    the models of the experiments it applies to."""
-    space = problem.space
-    held = ParameterSpace([space.parameters[j]])
-    rest = ParameterSpace([p for i, p in enumerate(space.parameters) if i != j])
-    experiments = [
-        eqx.tree_at(lambda e: e.model, e, held.apply(e.model, jnp.array([value]), e.name))
-        for e in problem.experiments
-    ]
-    return Problem(rest, experiments, jac=problem.jac)
+    """The problem over every parameter but ``j``, with parameter ``j`` held at ``value``."""
+    return holding(problem, [j], [value])
 
 
 def _crossing(x: np.ndarray, y: np.ndarray, threshold: float, k: int, outward: int) -> float:

@@ -164,7 +164,9 @@ class FitResult:
       (:meth:`Posterior.to_dict`) when the caller computed them (``diffmbs fit`` does on
       request);
     - ``evaluations``: the fitter's model runs, ``{"simulations", "jacobians"}`` where it counts
-      them; ``search``: the global stage of :func:`~identification.global_fit`, if one ran.
+      them; ``search``: the global stage of :func:`~identification.global_fit`, if one ran;
+      ``stages``: the stages of :func:`~identification.fit_in_stages` (band, window, start and
+      end loss, iterations, message), if it ran.
 
     A fit with a parameter at a bound is not reported as converged, whatever stopped it: the
     optimum the data point to lies outside the box (or the fit ran into it on the way), so the
@@ -199,6 +201,7 @@ class FitResult:
     evaluations: dict[str, int] = dataclasses.field(default_factory=dict)
     search: dict[str, Any] | None = None
     discrepancy: dict[str, Any] = dataclasses.field(default_factory=dict)
+    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     profiles: dict[str, Any] | None = None
     posterior: dict[str, Any] | None = None
 
@@ -376,6 +379,10 @@ class FitResult:
                 f"global stage: {self.search['evaluations']} simulations "
                 f"({self.search['strategy']}); local fits ended at losses {ends}"
             )
+        if self.stages:
+            lines.append("stages: " + "; ".join(
+                f"{st['stage']} {st['start_loss']:.3g} → {st['loss']:.3g}"
+                for st in self.stages))  # fmt: skip
         for name, e in self.experiments.items():
             m = e["misfit"]
             if e["in_db"]:

@@ -261,3 +261,110 @@ def test_a_measured_record_is_fitted_jointly_with_its_srs(tmp_path):
     result = run_fit_job(job, tmp_path / "out", progress=False)
     assert result.loss_history[-1] < result.loss_history[0]
     assert (tmp_path / "out" / "history_drop_2ft_history.png").stat().st_size > 1000
+
+
+def _record_job(tmp_path, extra_experiment="", fit='global = "none"\nmax_iterations = 3\n'):
+    record = (ROOT / "data" / "mwsm" / "test_2ft_accel.csv").as_posix()
+    text = f"""
+[model]
+name = "lumped_contact"
+channel_hz = 70.0
+[simulation]
+duration_s = 0.04
+sample_rate_hz = 10000.0
+sensor = "equipment_acceleration"
+[[experiments]]
+name = "drop_2ft"
+history = "{record}"
+history_units = "g"
+model = {{ drop_height_ft = 2.0 }}
+{extra_experiment}
+[[parameters]]
+name = "k_channel"
+lower = 5.0e6
+upper = 2.0e8
+[[parameters]]
+name = "zeta_channel"
+lower = 0.005
+upper = 0.3
+[fit]
+{fit}"""
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_record_alone_is_fitted_through_its_recorder_in_stages(tmp_path):
+    """An experiment with a record and no SRS: the record up to duration_s, through the
+    recorder's filter (against scipy.signal.lsim of the simulated sensor), fitted in the band
+    up to 200 Hz over its first 20 ms (the channel's stiffness alone) and then whole."""
+    scipy_signal = pytest.importorskip("scipy.signal")
+    job = _record_job(
+        tmp_path,
+        "recorder = { cutoff_hz = 800.0, order = 2, oversample = 4 }",
+        'global = "none"\nmax_iterations = 3\n'
+        'stages = [{ band_hz = 200.0, until_s = 0.02, free = ["k_channel"] }]\n',
+    )
+    problem = problem_from_job(load_job(job))
+    (experiment,) = problem.experiments
+    assert problem.experiment_names == ("drop_2ft",) and not experiment.in_db
+    assert experiment.ts.shape == (401,) and float(experiment.ts[-1]) == pytest.approx(0.04)
+    record = np.genfromtxt(ROOT / "data" / "mwsm" / "test_2ft_accel.csv", delimiter=",",
+                           names=True)  # fmt: skip
+    np.testing.assert_allclose(experiment.measured, record["equipment_accel_g"][:401] * 9.80665)
+
+    model = experiment.model
+    fine = np.arange(1601) * 2.5e-5
+    sensor = diffmbs.simulate(model, *model.initial_state(), fine, rtol=1e-8, atol=1e-10)
+    signal = np.asarray(sensor.sensors["equipment_acceleration"])
+    zpk = scipy_signal.butter(2, 2 * np.pi * 800.0, analog=True, output="zpk")
+    system = scipy_signal.StateSpace(*scipy_signal.zpk2ss(*zpk))
+    x0 = -np.linalg.solve(system.A, system.B[:, 0] * signal[0])
+    _, expected, _ = scipy_signal.lsim(system, signal, fine, X0=x0)
+    predicted = np.asarray(experiment.predict(model))
+    np.testing.assert_allclose(predicted, expected[::4], atol=1e-5 * np.abs(expected).max())
+
+    result = run_fit_job(job, tmp_path / "out", progress=False)
+    first, whole = result.stages
+    assert first["stage"] == "200 Hz to 0.02 s (k_channel)" and whole["stage"] == "all"
+    start = problem.space.initial[1]
+    assert first["parameters"]["zeta_channel"] == pytest.approx(start, rel=1e-12)  # held
+    assert first["parameters"]["k_channel"] != pytest.approx(problem.space.initial[0])
+    assert first["loss"] < first["start_loss"] and whole["loss"] <= whole["start_loss"]
+    assert "stages: 200 Hz to 0.02 s (k_channel)" in result.summary()
+    report = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert report["stages"][1]["band_hz"] is None
+    assert (tmp_path / "out" / "history_drop_2ft.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "extra, fit, match",
+    [
+        ("recorder = { cutoff_hz = -1.0 }", "", r"experiments\[0\]\.recorder\.cutoff_hz"),
+        ("recorder = { cutoff_hz = 1e3, oversamples = 2 }", "",
+         r"experiments\[0\]\.recorder\.oversamples: unknown key"),
+        ('history_units = "furlong"', "", r"experiments\[0\]\.history_units"),
+        ("", "stages = [{ band_hz = -3.0 }]", r"fit\.stages\[0\]\.band_hz"),
+        ("", "stages = [{ free = [] }]", r"fit\.stages\[0\]\.free"),
+    ],
+)
+def test_record_job_errors_name_the_key(tmp_path, extra, fit, match):
+    text = _record_job(tmp_path, extra, fit).read_text()
+    if "furlong" in extra:
+        text = text.replace('history_units = "g"\n', "")
+    (tmp_path / "job.toml").write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        problem_from_job(load_job(tmp_path / "job.toml"))
+
+
+def test_a_stage_frees_only_fitted_parameters(tmp_path):
+    job = _record_job(tmp_path, fit='global = "none"\nstages = [{ free = ["k_chanel"] }]\n')
+    with pytest.raises(ConfigError, match=r"fit\.stages\[0\]\.free: \['k_chanel'\]"):
+        run_fit_job(job, tmp_path / "out", progress=False)
+
+
+def test_stages_need_a_record(tmp_path):
+    stages = '[fit]\nstages = [{{ band_hz = 30.0 }}]\nglobal = "none"'
+    job = write_job(tmp_path, FIT_JOB.replace("[fit]", stages))
+    with pytest.raises(ConfigError, match=r"fit\.stages: the job has no time-history"):
+        run_fit_job(job, tmp_path / "out", progress=False)

@@ -11,6 +11,9 @@
     method = "levenberg_marquardt"   # the local fitter: | gauss_newton | adam | lbfgs
     max_iterations = 25              # per local fit
     multistart = 16                  # without a global stage: LHS samples scored in one vmap
+    stages = [{ band_hz = 30.0, until_s = 0.025 }, { band_hz = 100.0 }]
+                                     # time histories: fit low-passed (and cut) first, stage by
+                                     # stage, then whole (identification.fit_in_stages)
     seed = 0
     checkpoint_every = 2
     profiles = ["k_stop"]            # profile-likelihood intervals (true: every parameter)
@@ -26,9 +29,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from identification import CMAES, LBFGS, Adam, GaussNewton, LevenbergMarquardt, ParameterSpace
+from identification import (
+    CMAES,
+    LBFGS,
+    Adam,
+    GaussNewton,
+    LevenbergMarquardt,
+    ParameterSpace,
+    Stage,
+)
 
-from ._tables import ConfigError, check_keys, read_bool, read_integer
+from ._tables import ConfigError, check_keys, read_bool, read_integer, read_number, table_of
 
 __all__ = ["FIT_METHODS", "GLOBAL_METHODS", "FitSettings"]
 
@@ -62,12 +73,34 @@ def _profiles(table: Mapping[str, Any], where: str) -> tuple[str, ...] | bool:
     )
 
 
+def _stages(table: Mapping[str, Any], where: str) -> tuple[Stage, ...]:
+    """``stages = [{ band_hz = 30.0, until_s = 0.025, free = ["clearance"] }, ...]``, each key
+    optional (the names in ``free`` are checked against the parameters by the fit)."""
+    value = table.get("stages", [])
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}.stages: expected a list of {{ band_hz, until_s }} tables")
+    stages = []
+    for i, spec in enumerate(value):
+        at = f"{where}.stages[{i}]"
+        spec = table_of(spec, at)
+        check_keys(spec, {"band_hz", "until_s", "free"}, at)
+        free = spec.get("free")
+        if free is not None and not (
+            isinstance(free, list) and free and all(isinstance(n, str) and n for n in free)
+        ):
+            raise ConfigError(f"{at}.free: expected a list of parameter names, got {free!r}")
+        stages.append(Stage(*(read_number(spec, key, at) if key in spec else None
+                              for key in ("band_hz", "until_s")),
+                            None if free is None else tuple(free)))  # fmt: skip
+    return tuple(stages)
+
+
 @dataclass(frozen=True)
 class FitSettings:
     """The ``[fit]`` table (see the module docstring): the global stage (``"auto"`` = CMA-ES
     when every parameter has finite bounds), the local fitter (``max_iterations`` per local
-    fit), multi-start without a global stage, seed, checkpoint cadence, and the uncertainty
-    extras of the report (profiles, posterior)."""
+    fit), multi-start without a global stage, seed, checkpoint cadence, the stages of a
+    time-history fit, and the uncertainty extras of the report (profiles, posterior)."""
 
     method: str = "levenberg_marquardt"
     max_iterations: int = 25
@@ -83,12 +116,13 @@ class FitSettings:
     posterior: str = "none"
     posterior_samples: int = 500
     posterior_warmup: int = 300
+    stages: tuple[Stage, ...] = ()
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str = "fit"):
         keys = {"method", "max_iterations", "multistart", "seed", "checkpoint_every", "global",
                 "population", "generations", "refine", "refine_initial", "profiles", "posterior",
-                "posterior_samples", "posterior_warmup"}  # fmt: skip
+                "posterior_samples", "posterior_warmup", "stages"}  # fmt: skip
         check_keys(table, keys, where)
         integer = lambda key, low: read_integer(table, key, where, getattr(cls, key), low)  # noqa: E731
         return cls(
@@ -106,6 +140,7 @@ class FitSettings:
             posterior=_choice(table, "posterior", where, cls.posterior, POSTERIOR_METHODS),
             posterior_samples=integer("posterior_samples", 1),
             posterior_warmup=integer("posterior_warmup", 1),
+            stages=_stages(table, where),
         )
 
     def fitter(self):

@@ -28,7 +28,9 @@ from identification import (
     TimeHistoryExperiment,
     band_sensitivity,
     fit,
+    fit_in_stages,
     global_fit,
+    in_stage,
     multistart,
     plot_corner,
     profile_likelihood,
@@ -117,11 +119,15 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
                "max_steps": sim.max_steps}  # fmt: skip
     experiments = []
     for i, spec in enumerate(job.experiments):
+        if spec.srs_path is None and spec.history_path is not None:  # a record alone
+            experiments.append(_history_experiment(job, i, spec, None, options))
+            continue
         if spec.srs_path is not None:
             freqs, values = read_spectrum_csv(spec.srs_path)
             values = values * job.srs.scale
         elif measured:
-            raise ConfigError(f"experiments[{i}].srs: missing; a fit needs measured data")
+            raise ConfigError(f"experiments[{i}]: a fit needs measured data: give 'srs' and/or "
+                              "'history'")  # fmt: skip
         else:
             freqs = _frequencies(job, spec)
             values = np.ones_like(freqs)
@@ -151,29 +157,39 @@ def _without_histories(prm: Parameter) -> Parameter:
                      tests, prm.units)  # fmt: skip
 
 
-def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int, options):
-    """The measured record of a test as a :class:`~identification.TimeHistoryExperiment`
-    (``"<test>:history"``), sample by sample in its own times (t = 0 is the model's start:
-    align the record's trigger to it), residuals scaled by the record's RMS and weighted so that
-    the record counts ``history_weight`` times as much as the test's SRS (``n_srs`` points)."""
+def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int | None, options):
+    """The measured record of a test as a :class:`~identification.TimeHistoryExperiment`, sample
+    by sample in its own times up to ``[simulation] duration_s`` (t = 0 is the model's start:
+    align the record's trigger to it), through the test's recorder, residuals scaled by the
+    record's RMS. Beside the test's SRS (``n_srs`` points) it is ``"<test>:history"``, weighted
+    so that it counts ``history_weight`` times as much as the SRS; alone it is the test."""
     path, channel = spec.history_path, spec.history_channel
-    # A CSV record is in the [srs] unit; the lab formats state their own.
-    units = None if path.suffix.lower() in LAB_FORMATS else job.srs.units
+    # A CSV record is in its history_units, else the [srs] unit; the lab formats state theirs.
+    units = None if path.suffix.lower() in LAB_FORMATS else (spec.history_units or job.srs.units)
+    where = f"experiments[{i}].history"
     try:
         record = read_record(path, units=units, channels=None if channel is None else [channel])
     except ValueError as err:
-        raise ConfigError(f"experiments[{i}].history: {err}") from None
+        raise ConfigError(f"{where}: {err}") from None
     if len(record.channels) != 1:
         raise ConfigError(
-            f"experiments[{i}].history: {path.name} has the channels "
-            f"{', '.join(record.channels)}; name the one of {job.simulation.sensor!r} with "
-            "history_channel"
+            f"{where}: {path.name} has the channels {', '.join(record.channels)}; name the one "
+            f"of {job.simulation.sensor!r} with history_channel"
         )
     (measured,) = record.channels.values()
-    weight = spec.history_weight * np.sqrt(n_srs / measured.size)
-    return TimeHistoryExperiment(f"{spec.name}:history", spec.model, job.simulation.sensor,
-                                 record.time, measured, weights=np.full(measured.size, weight),
-                                 simulate_kwargs=options)  # fmt: skip
+    kept = record.time <= job.simulation.duration_s * (1 + 1e-9)
+    if np.count_nonzero(kept) < 2:
+        raise ConfigError(f"{where}: {path.name} has fewer than two samples within "
+                          f"simulation.duration_s = {job.simulation.duration_s:g} s")  # fmt: skip
+    times, measured = record.time[kept], measured[kept]
+    weight = spec.history_weight * (1.0 if n_srs is None else np.sqrt(n_srs / measured.size))
+    name = spec.name if n_srs is None else f"{spec.name}:history"
+    try:
+        return TimeHistoryExperiment(name, spec.model, job.simulation.sensor, times, measured,
+                                     weights=np.full(measured.size, weight),
+                                     simulate_kwargs=options, recorder=spec.recorder)  # fmt: skip
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def run_fit_job(
@@ -256,27 +272,52 @@ def output_lock(out_dir: Path):
 
 
 def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -> FitResult:
-    """The global stage and local fits, or the local fit alone (see :func:`run_fit_job`)."""
+    """The global stage and local fits, or the local fit alone (see :func:`run_fit_job`); with
+    ``[fit] stages`` both run in the first stage and the local fitter then goes on through the
+    stages to the whole record (:func:`~identification.fit_in_stages`)."""
     iterations = max_iterations or settings.max_iterations
+    stages = settings.stages
+    if stages and not any(isinstance(e, TimeHistoryExperiment) for e in problem.experiments):
+        raise ConfigError("fit.stages: the job has no time-history experiment to stage")
+    for i, stage in enumerate(stages):
+        unknown = [n for n in stage.free or () if n not in problem.space.names]
+        if unknown:
+            raise ConfigError(f"fit.stages[{i}].free: {unknown} are not fitted parameters; have "
+                              f"{', '.join(problem.space.names)}")  # fmt: skip
+    first = in_stage(problem, stages[0]) if stages else problem
     search = settings.search(problem.space)
+    start = None
     if search is not None:
         local_fits = settings.refine + settings.refine_initial
         status(f"global search ({search.population_size} candidates × {search.generations} "
-               f"generations), then {local_fits} local fit{'s' * (local_fits != 1)}")  # fmt: skip
-        return global_fit(
-            problem, search, settings.fitter(), n_refine=settings.refine,
+               f"generations), then {local_fits} local fit{'s' * (local_fits != 1)}"
+               + (f", in the first stage ({stages[0].label()})" if stages else ""))  # fmt: skip
+        start = global_fit(
+            first, search, settings.fitter(), n_refine=settings.refine,
             refine_initial=settings.refine_initial, max_iterations=iterations,
             seed=settings.seed, checkpoint_dir=out_dir,
             checkpoint_every=settings.checkpoint_every, resume=resume, progress=progress,
         )  # fmt: skip
+        if not stages:
+            return start
     checkpoint = out_dir / "checkpoint.npz"
-    z0 = None
-    if settings.multistart and not (resume and checkpoint.exists()):
+    z0 = None if start is None else start.z
+    if start is None and settings.multistart and not (resume and checkpoint.exists()):
         status(f"multistart: {settings.multistart} samples")
-        starts = multistart(problem, settings.multistart, seed=settings.seed, n_best=1)
+        starts = multistart(first, settings.multistart, seed=settings.seed, n_best=1)
         z0 = starts.z[0]
-        if starts.loss[0] > float(problem.loss(problem.initial_z)):
+        if starts.loss[0] > float(first.loss(first.initial_z)):
             z0 = None  # the configured initial values are better than every sample
+    if stages:
+        status(f"local fits in stages ({'; '.join(s.label() for s in stages)}), then the "
+               "whole record")  # fmt: skip
+        result = fit_in_stages(problem, stages, settings.fitter(), z0=z0,
+                               max_iterations=iterations, checkpoint_dir=out_dir,
+                               checkpoint_every=settings.checkpoint_every, resume=resume,
+                               progress=progress)  # fmt: skip
+        if start is not None:  # the global stage's losses are the first stage's: not the fit's
+            result.search = {k: v for k, v in start.search.items() if k != "plausible"}
+        return result
     status("local fit")
     return fit(problem, settings.fitter(), z0=z0, max_iterations=iterations,
                checkpoint=checkpoint, checkpoint_every=settings.checkpoint_every, resume=resume,

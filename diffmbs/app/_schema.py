@@ -22,10 +22,15 @@ sweeps and sensitivities the parameters::
     [[experiments]]
     name = "drop_1ft"
     srs = "test_1ft_srs.csv"         # relative to this file: frequency_Hz, value columns
-    history = "test_1ft_accel.csv"   # optional: the record itself, fitted with the SRS (CSV,
-                                     # .tdms, .mf4, .uff/.unv, .mat, .h5: by suffix)
+    history = "test_1ft_accel.csv"   # the record itself, fitted with the SRS or alone (CSV,
+                                     # .tdms, .mf4, .uff/.unv, .mat, .h5: by suffix); its
+                                     # samples after duration_s are not fitted
     history_channel = "top_face"     # its channel, where the file has several
     history_weight = 1.0             # its weight relative to the SRS of the test
+    history_units = "m/s2"          # a CSV record's unit (default: [srs] units)
+    recorder = { cutoff_hz = 2000.0, order = 4, oversample = 10, differentiate = false }
+                                     # the record's anti-alias filter (diffmbs.recorder),
+                                     # applied to the simulated sensor too
     model = { drop_height_ft = 1.0 } # per-test options (and parameters), on top of [model]
 
     [[parameters]]
@@ -67,6 +72,7 @@ import numpy as np
 
 from diffmbs.io import acceleration_scale
 from diffmbs.parameters import ParameterError
+from diffmbs.recorder import Butterworth, Recorder
 from diffmbs.srs import KINDS
 from diffmbs.system import MechanicalSystem
 from identification import TRANSFORMS, Parameter, ParameterSpace
@@ -207,9 +213,10 @@ class SweepSettings:
 @dataclass(frozen=True)
 class ExperimentSpec:
     """One test: its name, its model (the shared options plus its own), its measured SRS file
-    and, optionally, its measured time history (``history_path``, its channel
-    ``history_channel`` where it has several, fitted jointly with the SRS with the relative
-    weight ``history_weight``)."""
+    and/or its measured time history (``history_path``, its channel ``history_channel`` where
+    it has several, fitted jointly with the SRS with the relative weight ``history_weight``;
+    ``history_units`` of a CSV record, default the ``[srs]`` units; the ``recorder`` it went
+    through)."""
 
     name: str
     model: MechanicalSystem
@@ -218,6 +225,8 @@ class ExperimentSpec:
     history_path: Path | None = None
     history_weight: float = 1.0
     history_channel: str | None = None
+    history_units: str | None = None
+    recorder: Recorder | None = None
 
 
 @dataclass(frozen=True)
@@ -264,7 +273,7 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
     for i, table in enumerate(tables):
         where = f"experiments[{i}]"
         check_keys(table, {"name", "srs", "model", "history", "history_channel",
-                           "history_weight"}, where)  # fmt: skip
+                           "history_weight", "history_units", "recorder"}, where)  # fmt: skip
         exp_name = read_string(table, "name", where)
         if exp_name in seen:
             raise ConfigError(f"{where}.name: duplicate experiment name {exp_name!r}")
@@ -291,12 +300,39 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
         weight = read_number(table, "history_weight", where, 1.0)
         channel = (read_string(table, "history_channel", where)
                    if "history_channel" in table else None)  # fmt: skip
+        units = read_string(table, "history_units", where) if "history_units" in table else None
+        if units is not None:
+            try:
+                acceleration_scale(units)
+            except ValueError as err:
+                raise ConfigError(f"{where}.history_units: {err}") from None
+        recorder = _recorder(table, where) if "recorder" in table else None
+        if (units is not None or recorder is not None) and history_path is None:
+            raise ConfigError(f"{where}: history_units and recorder describe a 'history' record; "
+                              "give one")  # fmt: skip
         if parameters:
             options["parameters"] = parameters
         experiments.append(
-            ExperimentSpec(exp_name, model, options, srs_path, history_path, weight, channel)
+            ExperimentSpec(exp_name, model, options, srs_path, history_path, weight, channel,
+                           units, recorder)  # fmt: skip
         )
     return tuple(experiments)
+
+
+def _recorder(table, where: str) -> Recorder:
+    """``recorder = { cutoff_hz, order = 4, oversample = 10, differentiate = false }``."""
+    where = f"{where}.recorder"
+    spec = table_of(table["recorder"], where)
+    check_keys(spec, {"cutoff_hz", "order", "oversample", "differentiate"}, where)
+    try:
+        return Recorder(
+            Butterworth(read_number(spec, "cutoff_hz", where, None),
+                        read_integer(spec, "order", where, 4, 1)),
+            oversample=read_integer(spec, "oversample", where, 10, 1),
+            differentiate=read_bool(spec, "differentiate", where, False),
+        )  # fmt: skip
+    except ValueError as err:
+        raise ConfigError(f"{where}: {err}") from None
 
 
 _PARAMETER_KEYS = {
@@ -353,7 +389,7 @@ def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> Paramet
             raise ConfigError(f"{where}.transform: {transform!r} is not one of {TRANSFORMS}")
         per_experiment = read_bool(table, "per_experiment", where, False)
         # A test's own value also applies to its measured record (experiment "<test>:history").
-        groups = [(e.name, f"{e.name}:history") if e.history_path else (e.name,)
+        groups = [(e.name, f"{e.name}:history") if e.history_path and e.srs_path else (e.name,)
                   for e in experiments] if per_experiment else [None]  # fmt: skip
         for group in groups:
             label = name if group is None else f"{name}@{group[0]}"

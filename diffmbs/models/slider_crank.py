@@ -35,7 +35,7 @@ import numpy as np
 
 import diffmbs.multibody as mb
 from diffmbs.contact import damping_from_restitution
-from diffmbs.friction import AbstractFriction
+from diffmbs.friction import AbstractFriction, CoulombFriction
 from diffmbs.rotations import matrix_to_quat
 from diffmbs.system import AugmentedLagrangianKKT
 
@@ -88,15 +88,18 @@ def slider_crank(
     restitution: float = 0.9,
     impact_speed: float = 0.1,
     stiffness: float | None = None,
-    friction: AbstractFriction | None = None,
+    friction: AbstractFriction | float | None = None,
     smoothing: float = 1e-7,
 ) -> SliderCrank:
     """The slider-crank of the module docstring, its initial state consistent (``crank_speed``
     rad/s about −Y at t = 0). ``clearance=None`` gives the ideal revolute joint. Contact:
     ``stiffness`` (N/m^1.5; default :func:`hertz_conforming_stiffness`), damping from
     ``restitution`` at ``impact_speed`` (m/s), ``smoothing`` (m) the force's onset, ``friction``
-    (a law of :mod:`diffmbs.friction`) at the journal's ends; a
-    :class:`~diffmbs.friction.BristleFriction`'s bristles are the model's internal states."""
+    (a law of :mod:`diffmbs.friction`, or a number: Coulomb's μ, as a job file gives it) at the
+    journal's ends; a :class:`~diffmbs.friction.BristleFriction`'s bristles are the model's
+    internal states."""
+    if friction is not None and not isinstance(friction, AbstractFriction):
+        friction = CoulombFriction(friction)
     pin = np.array([0.0, 0.0, CRANK])
     rod_axis = (SLIDER_START - pin) / ROD  # body y of the rod
     rod_rotation = np.stack([[1.0, 0.0, 0.0], rod_axis, np.cross([1.0, 0.0, 0.0], rod_axis)], 1)
