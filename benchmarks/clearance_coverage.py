@@ -24,8 +24,11 @@ from pathlib import Path
 import numpy as np
 
 import diffmbs
-import identification as idf
-from diffmbs.app import load_job, problem_from_job
+
+diffmbs.configure()  # before make_record computes anything
+
+import identification as idf  # noqa: E402
+from diffmbs.app import load_job, problem_from_job  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "data" / "slider_crank"))
@@ -42,7 +45,6 @@ def main() -> None:
     default_out = ROOT / "benchmarks" / "results" / "clearance_coverage.json"
     parser.add_argument("--out", default=str(default_out))
     args = parser.parse_args()
-    diffmbs.configure()
 
     job = load_job(ROOT / "data" / "slider_crank" / "fit.toml")
     problem = problem_from_job(job)
