@@ -63,6 +63,7 @@ class TimeHistoryExperiment(AbstractExperiment):
     band_hz: float | None = eqx.field(static=True)
     given_scale: float | None = eqx.field(static=True)
     _record_dt: float = eqx.field(static=True)
+    _measured_in_band: Array  # the record through the band's filter, once
 
     def __init__(
         self,
@@ -91,8 +92,9 @@ class TimeHistoryExperiment(AbstractExperiment):
                 self._band().fine_times(ts_np)
             except ValueError as err:
                 raise ValueError(f"experiment {name!r}: band_hz: {err}") from None
+        self._measured_in_band = jnp.asarray(self._in_band(jnp.asarray(meas)))
         if scale is None:
-            rms = float(np.sqrt(np.mean(np.asarray(self._in_band(meas)) ** 2)))
+            rms = float(np.sqrt(np.mean(np.asarray(self._measured_in_band) ** 2)))
             scale = rms if rms > 0 else 1.0
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"experiment {name!r}: scale must be positive, got {scale}")
@@ -147,5 +149,5 @@ class TimeHistoryExperiment(AbstractExperiment):
         return jnp.where(ok, out, jnp.nan)
 
     def residuals_from_prediction(self, prediction: Array) -> Array:
-        difference = self._in_band(prediction) - self._in_band(self.measured)
+        difference = self._in_band(prediction) - self._measured_in_band
         return self.weights * difference / self.scale
