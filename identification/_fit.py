@@ -93,6 +93,7 @@ def fit(
     resume: bool = False,
     progress: bool = True,
     callback: Callable[[int, Any], bool | None] | None = None,
+    solver_checks: int = 4,
 ) -> FitResult:
     """Minimise ``problem`` with ``fitter`` (default :class:`LevenbergMarquardt`).
 
@@ -108,7 +109,9 @@ def fit(
       restored bit for bit and every iteration is the same compiled function, so a resumed
       fit ends exactly where an uninterrupted one does;
     - ``progress``: a tqdm bar with the loss;
-    - ``callback(iteration, state)``: called after each iteration; returning ``True`` stops.
+    - ``callback(iteration, state)``: called after each iteration; returning ``True`` stops;
+    - ``solver_checks``: simulations near the optimum that measure the solver's jitter
+      (:func:`~identification._jitter.solver_jitter`; 0: none).
 
     Returns a :class:`~identification.FitResult` (with covariance and per-experiment misfits).
     """
@@ -175,4 +178,5 @@ def fit(
         fitter=_fitter_id(fitter),
         message=message,
         evaluations=fitter.evaluations(state, iteration),
+        solver_checks=solver_checks,
     )

@@ -158,7 +158,8 @@ def profile_likelihood(
 
     def statistic(x: float, z_start):
         held = _with_held(problem, j, from_x(x))
-        sub = fit(held, fitter, z0=z_start, max_iterations=max_iterations, progress=False)
+        sub = fit(held, fitter, z0=z_start, max_iterations=max_iterations, progress=False,
+                  solver_checks=0)  # fmt: skip
         return n * (sub.loss - loss_min) / s2, sub.z
 
     xs, stats, starts = [x_hat], [0.0], [z_rest]

@@ -33,6 +33,7 @@ from diffmbs.io import atomic_write
 from diffmbs.plotting import plot_srs
 from identification._discrepancy import residual_structure
 from identification._experiments import misfit_report
+from identification._jitter import JITTER_NOTE, add_jitter, solver_jitter
 from identification._problem import evaluate, residuals_and_jacobian
 
 __all__ = ["FitResult", "gauss_newton_covariance", "load_result"]
@@ -160,6 +161,10 @@ class FitResult:
     - ``discrepancy``: :func:`~identification._discrepancy.residual_structure` of the
       residuals: the covariance and σ above are already widened by its ``inflation`` (``s2``
       is not), and when it detects structure beyond independent noise ``message`` says so;
+    - ``solver_jitter``: :func:`~identification._jitter.solver_jitter` at the optimum
+      (``checks``, ``sigma`` (p,) — the step sequence's own scatter in σ of the noise,
+      ``residual_ratio``): its covariance is already added to the one above, and ``message``
+      names it from :data:`~identification._jitter.JITTER_NOTE` σ;
     - ``profiles`` (name → :meth:`Profile.to_dict`) and ``posterior``
       (:meth:`Posterior.to_dict`) when the caller computed them (``diffmbs fit`` does on
       request);
@@ -202,6 +207,7 @@ class FitResult:
     search: dict[str, Any] | None = None
     discrepancy: dict[str, Any] = dataclasses.field(default_factory=dict)
     stages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    solver_jitter: dict[str, Any] = dataclasses.field(default_factory=dict)
     profiles: dict[str, Any] | None = None
     posterior: dict[str, Any] | None = None
 
@@ -219,12 +225,13 @@ class FitResult:
         evaluations: dict[str, int] | None = None,
         rcond: float = 1e-12,
         identifiability_tol: float = 1e-6,
+        solver_checks: int = 4,
     ) -> FitResult:
         """Evaluate ``problem`` at ``z`` (residuals, Jacobian, predictions) and assemble the
-        result."""
+        result; ``solver_checks`` more simulations measure the solver's jitter (0: none)."""
         space = problem.space
         z = np.asarray(z, dtype=np.float64)
-        _, preds = evaluate(problem, jnp.asarray(z))
+        r_evaluated, preds = evaluate(problem, jnp.asarray(z))
         r, jac = residuals_and_jacobian(problem, jnp.asarray(z))
         r, jac = np.asarray(r), np.asarray(jac)
         values = np.asarray(space.from_unconstrained(jnp.asarray(z)))
@@ -234,7 +241,14 @@ class FitResult:
         discrepancy = residual_structure({n: r[sl] for n, sl in slices.items()})
         inflation = discrepancy["inflation"]
         dtheta_dz = np.asarray(space.dvalues_dz(jnp.asarray(z)))
-        std_z = unc["std"] * math.sqrt(inflation)
+        jitter = solver_jitter(problem, z, np.asarray(r_evaluated), jac,
+                               unc["std"] * math.sqrt(inflation), checks=solver_checks)
+        covariance_z, jitter["sigma"] = add_jitter(unc["covariance"] * inflation, jitter)
+        std_z = np.where(unc["identifiable"], np.sqrt(np.diagonal(covariance_z)), math.inf)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            correlation = np.where(np.isfinite(unc["correlation"]),
+                                   covariance_z / np.outer(std_z, std_z), math.nan)
+        np.fill_diagonal(correlation, 1.0)
         # A parameter pinned at a bound of its transform has dθ/dz = 0 and std_z = inf: its
         # standard deviation is undefined (nan), and it is flagged non-identifiable.
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -285,6 +299,14 @@ class FitResult:
                 f"widened ×{math.sqrt(inflation):.2g}"
             )
             message = f"{message}; {note}" if message else note
+        if np.max(jitter["sigma"], initial=0.0) > JITTER_NOTE:
+            worst = int(np.argmax(jitter["sigma"]))
+            note = (
+                f"solver jitter: the simulation's step sequence alone moves {names[worst]} by "
+                f"{jitter['sigma'][worst]:.2g} σ of the noise (included in the uncertainties; "
+                "tighten rtol/atol)"
+            )
+            message = f"{message}; {note}" if message else note
         history = [float(x) for x in (loss_history or [])]
         return cls(
             parameter_names=names,
@@ -299,11 +321,11 @@ class FitResult:
             message=message,
             fitter=fitter,
             experiments=experiments,
-            covariance_z=unc["covariance"] * inflation,
+            covariance_z=covariance_z,
             std_z=std_z,
             relative_std=rel,
             std=std,
-            correlation=unc["correlation"],
+            correlation=correlation,
             s2=float(unc["s2"]),
             dof=int(unc["dof"]),
             rank=int(unc["rank"]),
@@ -314,6 +336,7 @@ class FitResult:
             at_bounds=at_bounds,
             evaluations=dict(evaluations or {}),
             discrepancy=discrepancy,
+            solver_jitter={k: v for k, v in jitter.items() if k != "covariance_z"},
         )
 
     # ---------------------------------------------------------------- output
@@ -383,6 +406,13 @@ class FitResult:
             lines.append("stages: " + "; ".join(
                 f"{st['stage']} {st['start_loss']:.3g} → {st['loss']:.3g}"
                 for st in self.stages))  # fmt: skip
+        if self.solver_jitter.get("checks"):
+            sigma = np.asarray(self.solver_jitter["sigma"])
+            lines.append(
+                f"solver jitter ({self.solver_jitter['checks']} checks): at most "
+                f"{sigma.max():.2g} σ of the noise, on {self.parameter_names[int(sigma.argmax())]}"
+                " (in the uncertainties above)"
+            )
         for name, e in self.experiments.items():
             m = e["misfit"]
             if e["in_db"]:

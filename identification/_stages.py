@@ -107,6 +107,7 @@ def fit_in_stages(
         folder.mkdir(parents=True, exist_ok=True)
     done, result = [], None
     z = np.asarray(problem.initial_z if z0 is None else z0, dtype=float)
+    last = len(stages)
     for i, stage in enumerate([*stages, Stage()]):
         staged = in_stage(problem, stage)
         free = list(range(len(z))) if stage.free is None else [
@@ -119,6 +120,7 @@ def fit_in_stages(
             staged, fitter, z0=z[free], max_iterations=max_iterations,
             checkpoint=None if folder is None else folder / f"stage_{i}.npz",
             checkpoint_every=checkpoint_every, resume=resume, progress=progress,
+            solver_checks=4 if i == last else 0,
         )  # fmt: skip
         z = z.copy()
         z[free] = result.z
