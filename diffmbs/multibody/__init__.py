@@ -2,8 +2,8 @@
 assembled into a :class:`~diffmbs.system.MechanicalSystem` (:class:`MultibodyModel`).
 
 Pipeline, one private module per stage: ``_bodies`` (rigid bodies, frames, kinematics) →
-``_joints`` (constraint functions) → ``_forces`` / ``_contact`` / ``_clearance`` (force
-elements) → ``_sensors``
+``_joints`` (constraint functions) → ``_forces`` / ``_contact`` / ``_clearance`` / ``_wear``
+(force elements) → ``_sensors``
 → ``_modal`` (flexible FFR bodies; their FE nodes as attachments) → ``_model`` (the model and
 its builder; elements of one type stacked and ``vmap``ped) →
 ``_assembly`` (position analysis, consistent velocities, static equilibrium) →
@@ -70,6 +70,7 @@ from diffmbs.multibody._sensors import (
     PotentialEnergy,
 )
 from diffmbs.multibody._tree import JointCoordinateModel, in_joint_coordinates
+from diffmbs.multibody._wear import WearingClearance
 
 __all__ = [
     "JointCoordinateModel",
@@ -126,6 +127,7 @@ __all__ = [
     "Spherical",
     "SpringDamper",
     "TranslationalClearance",
+    "WearingClearance",
     "Universal",
     "Wrench",
     "assemble",

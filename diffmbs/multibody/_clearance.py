@@ -56,6 +56,24 @@ def _velocity_of_body_point(k: BodyKinematics, point: Array) -> Array:
     return k.velocity + jnp.cross(k.angular_velocity, point - k.position)
 
 
+def journal_contact(joint, ki: BodyKinematics, kj: BodyKinematics, end_body_j: Array):
+    """One end of a journal in its bearing (``joint``'s ``bearing_center``, ``bearing_axis``,
+    ``clearance``, ``journal_radius``; the end in body j's frame): ``(δ, δ̇, −n, contact
+    point, sliding velocity in the contact plane)`` as :meth:`_AbstractClearance.contacts`."""
+    u = jnp.matmul(ki.rotation, joint.bearing_axis)
+    u_rate = jnp.cross(ki.angular_velocity, u)
+    w = kj.point(end_body_j) - ki.point(joint.bearing_center)
+    w_rate = kj.point_velocity(end_body_j) - ki.point_velocity(joint.bearing_center)
+    t = w - dot(u, w) * u
+    size = safe_norm(t)
+    nonzero = size > 0
+    n = jnp.where(nonzero, t / jnp.where(nonzero, size, 1.0), 0.0)
+    rate = dot(n, w_rate) - dot(n, u_rate) * dot(u, w)  # d|t|/dt, u turning with body i
+    point = kj.point(end_body_j) + joint.journal_radius * n
+    slide = _velocity_of_body_point(kj, point) - _velocity_of_body_point(ki, point)
+    return size - joint.clearance, rate, -n, point, slide - dot(slide, n) * n
+
+
 class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
     """Loads, output and energy of a joint with clearance between body i and body j from its
     :meth:`contacts`; the concrete joints write only those."""
@@ -91,7 +109,11 @@ class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
         """Contact points of :meth:`contacts` (static)."""
 
     def loads(self, t, state, ki, kj) -> tuple[Wrench, Array]:
-        delta, rate, direction, points, slide = self.contacts(ki, kj)
+        return self._loads(self.contacts(ki, kj), state, ki)
+
+    def _loads(self, contacts, state, ki) -> tuple[Wrench, Array]:
+        """:meth:`loads` from :meth:`contacts`' tuple and the friction law's states."""
+        delta, rate, direction, points, slide = contacts
         normal = self.contact_force(delta, rate)
         forces = normal[..., None] * direction  # on body j
         state_rate = jnp.zeros((0,), dtype=forces.dtype)
@@ -142,25 +164,10 @@ class RevoluteClearance(_AbstractClearance):
     def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
         """Per journal end (leading axis 2, or 1 at the centre when ``half_length`` is 0), as
         :meth:`_AbstractClearance.contacts`; the force on the journal is along ``−n``."""
-        u = jnp.matmul(ki.rotation, self.bearing_axis)
-        u_rate = jnp.cross(ki.angular_velocity, u)
-        a = ki.point(self.bearing_center)
         d = self.half_length
         sides = jnp.array([[d], [-d]] if d else [[0.0]])
-
-        def one(end_body_j):  # an end of the journal in body j's frame
-            w = kj.point(end_body_j) - a
-            w_rate = kj.point_velocity(end_body_j) - ki.point_velocity(self.bearing_center)
-            t = w - dot(u, w) * u
-            size = safe_norm(t)
-            nonzero = size > 0
-            n = jnp.where(nonzero, t / jnp.where(nonzero, size, 1.0), 0.0)
-            rate = dot(n, w_rate) - dot(n, u_rate) * dot(u, w)  # d|t|/dt, u turning with body i
-            point = kj.point(end_body_j) + self.journal_radius * n
-            slide = _velocity_of_body_point(kj, point) - _velocity_of_body_point(ki, point)
-            return size - self.clearance, rate, -n, point, slide - dot(slide, n) * n
-
-        return jax.vmap(one)(self.journal_center + sides * self.journal_axis)
+        ends = self.journal_center + sides * self.journal_axis
+        return jax.vmap(lambda end: journal_contact(self, ki, kj, end))(ends)
 
     def _origin(self, ki):
         return ki.point(self.bearing_center)

@@ -81,6 +81,7 @@ from diffmbs.multibody._sensors import (
     PointVelocity,
     PotentialEnergy,
 )
+from diffmbs.multibody._wear import WearingClearance
 
 __all__ = ["FORCE_TYPES", "JOINT_TYPES", "SENSOR_TYPES", "model_from_dict", "model_from_toml"]
 
@@ -105,6 +106,7 @@ FORCE_TYPES: dict[str, type] = {
     "point_plane": PointPlane,
     "sphere_sphere": SphereSphere,
     "revolute_clearance": RevoluteClearance,
+    "wearing_clearance": WearingClearance,
     "translational_clearance": TranslationalClearance,
 }
 SENSOR_TYPES: dict[str, type] = {

@@ -98,6 +98,12 @@ class AbstractForceElement(eqx.Module):
     def output(self, t: Array, *kinematics: BodyKinematics) -> Array:
         """The element's characteristic force for sensors (a tension, a contact force …)."""
 
+    def output_at(self, t: Array, state: Array, *kinematics: BodyKinematics) -> Array:
+        """:meth:`output` at the internal states ``state`` ``(state_size,)`` (default: the
+        output does not depend on them)."""
+        del state
+        return self.output(t, *kinematics)
+
     def potential_energy(self, t: Array, *kinematics: BodyKinematics) -> Array:
         """Stored elastic energy (J); zero unless the element defines one."""
         del t, kinematics

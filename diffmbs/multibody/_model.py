@@ -559,7 +559,11 @@ class MultibodyModel(MechanicalSystem):
         """The ``output`` of force element ``name`` (tension, contact force, …)."""
         group, k = self._locate(self.force_groups, name, "force element")
         kins = group.member_kinematics(k, self.kinematics(q, v))
-        return group.member(k).output(jnp.asarray(t, dtype=q.dtype), *kins)
+        t = jnp.asarray(t, dtype=q.dtype)
+        if group.state_size:  # at the states this copy holds (the simulation's, in sensors)
+            state = self.initial_internal_state()[self.internal_slices()[name]]
+            return group.member(k).output_at(t, state.astype(q.dtype), *kins)
+        return group.member(k).output(t, *kins)
 
     # ----------------------------------------------------------------- energy
 

@@ -1,0 +1,150 @@
+"""A revolute joint with clearance whose surfaces wear (../shared/SEEDS.md 003: Tasora, Prati,
+Silvestri): the planar journal–bearing joint of :class:`RevoluteClearance` with a worn-depth map
+on the bearing's bore and one on the journal, integrated with the bodies as internal states.
+
+At each instant the contact's normal force ``P`` (Hunt–Crossley, as the joint without wear)
+gives the Hertz strip of two cylinders over the contact ``length``
+(:func:`diffmbs.hertz.line_contact` with the journal's radius ``r`` and the bore's
+``−(r + c)``), whose pressure each map's cells integrate exactly; the cells wear by
+Archard's law at the sliding speed (:mod:`diffmbs.wear`). The worn depths at the contact's
+angle on either surface open the gap:
+
+    δ = |t| − c − h_bearing(θ_i) − h_journal(θ_j),
+
+θ_i the contact's direction in the bearing's frame (body i) and θ_j in the journal's (body j),
+both measured about the surface's axis from the first unit vector perpendicular to it (x̂, or
+ŷ for an axis within 25° of x̂, projected) towards axis × that vector. The damping sees the rate
+of ``|t|`` only: the worn depth's change along the surface over the time of an impact
+(micrometres over the strip) is left out of it.
+
+The maps are the element's internal states (after a friction law's, if it has one): cells of
+the bearing, then of the journal, in metres; ``Solution.internal`` holds them at the save
+times, ``model.with_internal_state(z)`` starts a run from worn surfaces
+(:func:`diffmbs.wear.predict_wear` extrapolates them over many cycles).
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from diffmbs.hertz import line_contact
+from diffmbs.multibody._bodies import BodyKinematics, as_float_array, as_vector3, dot
+from diffmbs.multibody._clearance import _AbstractClearance, journal_contact
+from diffmbs.multibody._contact import as_unit_vector
+from diffmbs.multibody._forces import Wrench
+from diffmbs.parameters import check_physical_value
+from diffmbs.rotations import safe_norm
+from diffmbs.wear import cell_pressures, interpolate_periodic
+
+__all__ = ["WearingClearance"]
+
+
+def _angle_about(axis: Array, direction: Array) -> Array:
+    """The angle (rad) of ``direction`` about the unit ``axis`` (module docstring's origin)."""
+    helper = jnp.where(jnp.abs(axis[0]) > math.cos(math.radians(25.0)),
+                       jnp.array([0.0, 1.0, 0.0]), jnp.array([1.0, 0.0, 0.0]))  # fmt: skip
+    first = helper - dot(helper, axis) * axis
+    first = first / safe_norm(first)
+    second = jnp.cross(axis, first)
+    return jnp.arctan2(dot(direction, second), dot(direction, first))
+
+
+class WearingClearance(_AbstractClearance):
+    """A planar journal–bearing joint with clearance whose bore and journal wear (module
+    docstring). Geometry as :class:`RevoluteClearance` (without ``half_length``), and:
+
+    - ``journal_radius`` r (m, > 0) and ``length`` L (m): the contact strip's;
+    - ``contact_modulus`` E* (Pa, :func:`diffmbs.hertz.contact_modulus`);
+    - ``wear_coefficient`` ``(2,)`` (1/Pa = m²/N): Archard's dimensional coefficients of the
+      bore and of the journal;
+    - ``cells`` (static): cells of each map, equal angles (default 180: 2° each).
+
+    Output: the normal force (N), ``(1,)``, at the worn gap.
+    """
+
+    body_i: str = eqx.field(static=True)
+    bearing_center: Array = eqx.field(converter=as_vector3)
+    bearing_axis: Array = eqx.field(converter=as_unit_vector)
+    body_j: str = eqx.field(static=True)
+    journal_center: Array = eqx.field(converter=as_vector3)
+    journal_axis: Array = eqx.field(converter=as_unit_vector)
+    clearance: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
+    journal_radius: Array = eqx.field(kw_only=True, converter=as_float_array,
+                                      metadata={"units": "m"})  # fmt: skip
+    length: Array = eqx.field(kw_only=True, converter=as_float_array, metadata={"units": "m"})
+    contact_modulus: Array = eqx.field(kw_only=True, converter=as_float_array,
+                                       metadata={"units": "Pa"})  # fmt: skip
+    wear_coefficient: Array = eqx.field(kw_only=True, converter=as_float_array,
+                                        metadata={"units": "1/Pa"})  # fmt: skip
+    cells: int = eqx.field(kw_only=True, default=180, static=True)
+
+    @property
+    def n_contacts(self) -> int:
+        return 1
+
+    def __check_init__(self):
+        name = type(self).__name__
+        for field in ("clearance", "journal_radius", "length", "contact_modulus"):
+            check_physical_value(field, getattr(self, field), f"{name}.{field}")
+        if jnp.shape(self.wear_coefficient) != (2,):
+            raise ValueError(f"{name}.wear_coefficient: expected (bore, journal), shape (2,), "
+                             f"got shape {jnp.shape(self.wear_coefficient)}")  # fmt: skip
+        check_physical_value("wear_coefficient", self.wear_coefficient,
+                             f"{name}.wear_coefficient")  # fmt: skip
+        if not (isinstance(self.cells, int) and self.cells >= 3):
+            raise ValueError(f"{name}.cells must be an integer ≥ 3, got {self.cells!r}")
+
+    @property
+    def friction_states(self) -> int:
+        return 0 if self.friction is None else self.friction.state_size
+
+    @property
+    def state_size(self) -> int:
+        return self.friction_states + 2 * self.cells
+
+    def maps(self, state: Array) -> tuple[Array, Array]:
+        """The worn depths ``(bore (cells,), journal (cells,))`` (m) in ``state``."""
+        worn = state[self.friction_states :]
+        return worn[: self.cells], worn[self.cells :]
+
+    def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
+        """The unworn surfaces' contact, as :meth:`RevoluteClearance.contacts` (leading axis
+        1)."""
+        return self._worn_contacts(jnp.zeros((self.state_size,)), ki, kj)[0]
+
+    def _worn_contacts(self, state, ki, kj):
+        """``(contacts' tuple at the worn gap, angle on the bore, angle on the journal)``."""
+        delta, rate, direction, point, slide = journal_contact(self, ki, kj, self.journal_center)
+        outward = -direction  # from the bearing's axis towards the journal's centre
+        angle_i = _angle_about(self.bearing_axis, ki.rotation.T @ outward)
+        angle_j = _angle_about(self.journal_axis, kj.rotation.T @ outward)
+        bore, journal = self.maps(state)
+        delta = delta - interpolate_periodic(bore, angle_i) - interpolate_periodic(journal, angle_j)
+        one = (delta[None], rate[None], direction[None], point[None], slide[None])
+        return one, angle_i, angle_j
+
+    def loads(self, t, state, ki, kj) -> tuple[Wrench, Array]:
+        contacts, angle_i, angle_j = self._worn_contacts(state, ki, kj)
+        wrench, friction_rate = self._loads(contacts, state[: self.friction_states], ki)
+        delta, rate, *_, slide = contacts
+        normal = self.contact_force(delta, rate)[0]
+        r = self.journal_radius
+        half_width, peak = line_contact(normal, self.length, r, -(r + self.clearance),
+                                        self.contact_modulus)  # fmt: skip
+        speed = safe_norm(slide[0])
+        bore = cell_pressures(angle_i, half_width / (r + self.clearance), peak, self.cells)
+        journal = cell_pressures(angle_j, half_width / r, peak, self.cells)
+        wear_rate = speed * jnp.concatenate([self.wear_coefficient[0] * bore,
+                                             self.wear_coefficient[1] * journal])  # fmt: skip
+        return wrench, jnp.concatenate([friction_rate.reshape(-1), wear_rate])
+
+    def output_at(self, t, state, ki, kj):
+        delta, rate, *_ = self._worn_contacts(state, ki, kj)[0]
+        return self.contact_force(delta, rate)
+
+    def _origin(self, ki):
+        return ki.point(self.bearing_center)

@@ -1,0 +1,253 @@
+"""Archard wear on a height map of a cylindrical surface (../shared/SEEDS.md 003).
+
+A surface (a bearing's bore, a journal) carries a map of worn depth ``h`` (m, material removed)
+over ``n`` equal cells of its angle; each cell wears as Archard's law wants,
+
+    ḣ_k = k_w · p̄_k · |v_s|,
+
+with ``k_w`` the dimensional wear coefficient (m²/N = 1/Pa), ``|v_s|`` the sliding speed (m/s)
+and ``p̄_k`` the Hertz pressure (:mod:`diffmbs.hertz`: ``p₀ √(1 − x²/b²)`` across a strip of
+half-width ``b``) averaged over the cell exactly (the integral of the semi-ellipse), so the
+removed volume obeys Archard's ``V̇ = k_w P |v_s|`` to round-off however coarse the cells and
+however narrow the strip. The worn depth at an angle between cell centres is interpolated
+linearly and periodically (continuous, so the contact's gap is continuous as it moves).
+
+These are the pieces of :class:`diffmbs.multibody.WearingClearance`, which integrates the maps
+as internal states of a simulation.
+
+**Many cycles** (:func:`predict_wear`). A joint loses micrometres over 10⁵–10⁷ cycles; nobody
+simulates them all. The rule (Tasora et al. simulate a few settled cycles and accumulate; the
+extrapolation is the usual one of wear studies, e.g. Flores 2009):
+
+1. simulate ``settle_cycles`` periods and discard the wear they made (the mechanism with
+   clearance is not periodic; its first cycles carry the start's transient);
+2. simulate ``cycles_per_update`` periods ``M`` from the current state: the maps change by
+   ``Δh``, a rate of ``Δh / M`` per cycle;
+3. extrapolate ``N_u`` cycles at that rate: ``h ← h₀ + N_u Δh/M``, with
+   ``N_u = M ⌊(max_depth_step / max(Δh/M)) / M⌋`` clipped to ``[M, cycles left]``, so no cell
+   deepens by more than ``max_depth_step`` (default 2 % of the clearance) per update — the step
+   control: the worn profile changes the gap, hence the loads, and the rate is refreshed
+   before the change matters; halving ``max_depth_step`` shows what the step costs
+   (``benchmarks/``);
+4. go on from the state the M cycles ended in, with the extrapolated maps, until ``cycles``.
+
+The updates' lengths (``schedule``) depend on values, so a gradient needs them fixed: run once,
+then differentiate ``predict_wear(..., schedule=first.schedule)`` (every step a simulation with
+the discrete adjoint, so memory stays bounded per update).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike
+from tqdm.auto import tqdm
+
+from diffmbs.integrate import simulate
+
+__all__ = ["WearPrediction", "cell_pressures", "interpolate_periodic", "predict_wear", "wrap_angle"]
+
+
+def wrap_angle(angle: ArrayLike) -> Array:
+    """``angle`` (rad) wrapped to ``[−π, π)``."""
+    return jnp.mod(jnp.asarray(angle, float) + math.pi, 2.0 * math.pi) - math.pi
+
+
+@jax.custom_jvp
+def _semi_ellipse_area(u: Array) -> Array:
+    """``∫₀ᵘ √(1 − s²) ds`` for ``u`` clipped to ``[−1, 1]`` (its slope, ``√(1 − u²)``, is
+    finite at the ends where the closed form's pieces are not)."""
+    c = jnp.clip(u, -1.0, 1.0)
+    return 0.5 * (c * jnp.sqrt(1.0 - c**2) + jnp.arcsin(c))
+
+
+@_semi_ellipse_area.defjvp
+def _semi_ellipse_area_jvp(primals, tangents):
+    (u,), (du,) = primals, tangents
+    inside = jnp.abs(u) < 1.0
+    slope = jnp.where(inside, jnp.sqrt(jnp.where(inside, 1.0 - u**2, 1.0)), 0.0)
+    return _semi_ellipse_area(u), slope * du
+
+
+def cell_pressures(
+    center: ArrayLike, half_width: ArrayLike, peak: ArrayLike, n_cells: int
+) -> Array:
+    """The mean pressure over each of ``n_cells`` equal angular cells of a surface under a
+    Hertz strip.
+
+    Args:
+        center: the strip's centre (rad) in the surface's angle, cells ``k`` covering
+            ``[2πk/n, 2π(k+1)/n)``; ``half_width``: the strip's half-width as an angle
+            (rad, ``b/R``); ``peak``: ``p₀`` (Pa). Scalars (``vmap`` for more).
+
+    Returns:
+        ``(n_cells,)`` mean pressures (Pa); ``Σ p̄_k · (2π/n) = (π/2) p₀ b/R``, the strip's load
+        per unit length over ``R``, exactly.
+    """
+    width = 2.0 * math.pi / n_cells
+    centres = (jnp.arange(n_cells) + 0.5) * width
+    offsets = wrap_angle(centres - center)
+    half_width = jnp.asarray(half_width, float)
+    loaded = half_width > 0
+    b = jnp.where(loaded, half_width, 1.0)
+    upper = _semi_ellipse_area((offsets + 0.5 * width) / b)
+    lower = _semi_ellipse_area((offsets - 0.5 * width) / b)
+    return jnp.where(loaded, peak * b * (upper - lower) / width, 0.0)
+
+
+def interpolate_periodic(depth: ArrayLike, angle: ArrayLike) -> Array:
+    """The map ``depth`` ``(n,)`` (values at the cell centres ``2π(k + ½)/n``) at ``angle``
+    (rad), linear between centres, periodic."""
+    depth = jnp.asarray(depth)
+    n = depth.shape[-1]
+    position = jnp.mod(jnp.asarray(angle, float) / (2.0 * math.pi) * n - 0.5, n)
+    below = jnp.floor(position)
+    fraction = position - below
+    k = below.astype(jnp.int32)
+    return (1.0 - fraction) * depth[..., k] + fraction * depth[..., (k + 1) % n]
+
+
+class WearPrediction(NamedTuple):
+    """:func:`predict_wear`'s result: ``cycles`` (u + 1,) the cycles worn after each update
+    (0 first); ``bore`` and ``journal`` ``(u + 1, cells)`` the worn depths (m) then;
+    ``schedule`` the updates' extrapolated cycles (pass it back to differentiate);
+    ``simulated_cycles``: how many were simulated."""
+
+    cycles: tuple[int, ...]
+    bore: Array
+    journal: Array
+    schedule: tuple[int, ...]
+    simulated_cycles: int
+
+
+def predict_wear(
+    model: Any,
+    q0: ArrayLike,
+    v0: ArrayLike,
+    *,
+    element: str,
+    period: float,
+    cycles: int,
+    settle_cycles: int = 2,
+    cycles_per_update: int = 4,
+    max_depth_step: float | None = None,
+    schedule: Sequence[int] | None = None,
+    progress: bool = True,
+    **simulate_options: Any,
+) -> WearPrediction:
+    """The worn maps of ``model``'s :class:`~diffmbs.multibody.WearingClearance` ``element``
+    after ``cycles`` periods of ``period`` (s), by the rule of the module docstring.
+
+    ``q0``, ``v0``: the state at ``t = 0`` (the motion's drive must repeat every ``period``);
+    ``model``'s held internal states (``with_internal_state``) are the start (new surfaces:
+    zeros). ``schedule``: the updates' cycles from an earlier run (needed under ``jax.grad``);
+    ``simulate_options``: :func:`diffmbs.simulate`'s (``rtol``, ``atol``, …).
+    """
+    maximal = getattr(model, "full", model)  # a model in joint coordinates holds one
+    joint = _element(maximal, element)
+    rows = maximal.internal_slices()[element]
+    first = rows.start + joint.friction_states
+    m = int(cycles_per_update)
+    if cycles < m or m < 1 or settle_cycles < 0:
+        raise ValueError(f"predict_wear: need cycles ≥ cycles_per_update ≥ 1 and "
+                         f"settle_cycles ≥ 0, got {cycles}, {cycles_per_update}, "
+                         f"{settle_cycles}")  # fmt: skip
+
+    rows = (first, first + 2 * joint.cells)  # static: the maps' rows in z
+    state = (jnp.asarray(q0, float), jnp.asarray(v0, float),
+             jnp.asarray(model.initial_internal_state(), float))  # fmt: skip
+    # (simulated cycles, extrapolated cycles) per update; the settling one keeps no wear
+    head = [(settle_cycles, 0)] if settle_cycles else []
+    if schedule is not None:
+        plan = head + [(m, int(n)) for n in schedule]
+        maps = _scheduled(model, state, *map(jnp.asarray, zip(*plan, strict=True)),
+                          period, rows, simulate_options)  # fmt: skip
+        if not head:  # the scan's rows start after the first update
+            maps = jnp.concatenate([state[2][None, first : rows[1]], maps])
+        simulated = settle_cycles + m * len(schedule)
+        return _prediction(maps, [int(n) for n in schedule], joint.cells, simulated)
+
+    def update(state, t, n, length):
+        numbers = (jnp.asarray(x, float) for x in (t, n * period, n, length))  # traced: one program
+        return _update(model, state, *numbers, rows, simulate_options)
+
+    t = 0.0
+    for n, length in head:
+        state, _ = update(state, t, n, length)
+        t += n * period
+    done, used, maps = 0, [], [state[2][first : rows[1]]]
+    bar = tqdm(total=cycles, disable=not progress, desc="wear", unit="cycle")
+    try:
+        while done < cycles:
+            probe, per_cycle = update(state, t, m, 0)
+            if isinstance(per_cycle, jax.core.Tracer):
+                raise ValueError("predict_wear under a transformation (grad, vmap) needs "
+                                 "schedule= from a run without it")  # fmt: skip
+            fastest = float(jnp.max(per_cycle))
+            limit = 0.02 * float(joint.clearance) if max_depth_step is None else max_depth_step
+            allowed = limit / fastest if fastest > 0 else math.inf
+            length = int(min(max(m * math.floor(allowed / m), m), cycles - done))
+            before = state[2][first : rows[1]]
+            state = (probe[0], probe[1], probe[2].at[first : rows[1]].set(
+                before + length * per_cycle))  # fmt: skip
+            t += m * period
+            used.append(length)
+            done += length
+            maps.append(state[2][first : rows[1]])
+            bar.update(length)
+    finally:
+        bar.close()
+    return _prediction(jnp.stack(maps), used, joint.cells, settle_cycles + m * len(used))
+
+
+def _prediction(maps, schedule, cells, simulated) -> WearPrediction:
+    counts = tuple(int(c) for c in np.cumsum([0, *schedule]))
+    return WearPrediction(counts, maps[:, :cells], maps[:, cells:], tuple(schedule), simulated)
+
+
+@eqx.filter_jit
+def _update(model, state, t0, duration, simulated, extrapolated, rows, options):
+    """One update of the module docstring from ``state = (q, v, z)`` at ``t0`` (s): simulate
+    ``simulated`` cycles (``duration`` s), then set the maps (``z[rows[0]:rows[1]]``) to their
+    start plus ``extrapolated`` cycles at the simulated rate. Returns ``(state, rate per
+    cycle)``; one compiled program for every update and every ``t0``."""
+    q, v, z = state
+    start, stop = rows
+    t0 = jnp.asarray(t0, float)
+    sol = simulate(model.with_internal_state(z), q, v, jnp.stack([t0, t0 + duration]), **options)
+    before = z[start:stop]
+    rate = (sol.internal[-1][start:stop] - before) / simulated
+    z = sol.internal[-1].at[start:stop].set(before + extrapolated * rate)
+    return (sol.q[-1], sol.v[-1], z), rate
+
+
+@eqx.filter_jit
+def _scheduled(model, state, simulated, extrapolated, period, rows, options):
+    """Every update of a known schedule in one ``lax.scan`` (one compiled simulation, one
+    adjoint): the maps after each, ``(updates, 2 · cells)``."""
+    t_starts = period * jnp.concatenate([jnp.zeros(1), jnp.cumsum(simulated)[:-1]])
+
+    def step(carry, plan):
+        t0, n, length = plan
+        carry, _ = _update.__wrapped__(model, carry, t0, n * period, n, length, rows, options)
+        return carry, carry[2][rows[0] : rows[1]]
+
+    plans = (t_starts, simulated.astype(float), extrapolated.astype(float))
+    return jax.lax.scan(step, state, plans)[1]
+
+
+def _element(model, name: str):
+    for group in getattr(model, "force_groups", ()):
+        if name in group.names:
+            member = group.member(group.names.index(name))
+            if not hasattr(member, "wear_coefficient"):
+                raise ValueError(f"predict_wear: force element {name!r} is a "
+                                 f"{type(member).__name__}, not a WearingClearance")  # fmt: skip
+            return member
+    raise ValueError(f"predict_wear: no force element {name!r} in the model")
