@@ -12,8 +12,9 @@ removed volume obeys Archard's ``V̇ = k_w P |v_s|`` to round-off however coarse
 however narrow the strip. The worn depth at an angle between cell centres is interpolated
 linearly and periodically (continuous, so the contact's gap is continuous as it moves).
 
-These are the pieces of :class:`diffmbs.multibody.WearingClearance`, which integrates the maps
-as internal states of a simulation.
+These pieces (:func:`cell_pressures`, :func:`interpolate_periodic`) are those of
+:class:`diffmbs.multibody.WearingClearance`, which integrates the maps as internal states of a
+simulation.
 
 **Many cycles** (:func:`predict_wear`). A joint loses micrometres over 10⁵–10⁷ cycles; nobody
 simulates them all. The rule (Tasora et al. simulate a few settled cycles and accumulate; the
@@ -50,67 +51,9 @@ from jaxtyping import Array, ArrayLike
 from tqdm.auto import tqdm
 
 from diffmbs.integrate import simulate
+from diffmbs.multibody._wear import cell_pressures, interpolate_periodic, wrap_angle
 
 __all__ = ["WearPrediction", "cell_pressures", "interpolate_periodic", "predict_wear", "wrap_angle"]
-
-
-def wrap_angle(angle: ArrayLike) -> Array:
-    """``angle`` (rad) wrapped to ``[−π, π)``."""
-    return jnp.mod(jnp.asarray(angle, float) + math.pi, 2.0 * math.pi) - math.pi
-
-
-@jax.custom_jvp
-def _semi_ellipse_area(u: Array) -> Array:
-    """``∫₀ᵘ √(1 − s²) ds`` for ``u`` clipped to ``[−1, 1]`` (its slope, ``√(1 − u²)``, is
-    finite at the ends where the closed form's pieces are not)."""
-    c = jnp.clip(u, -1.0, 1.0)
-    return 0.5 * (c * jnp.sqrt(1.0 - c**2) + jnp.arcsin(c))
-
-
-@_semi_ellipse_area.defjvp
-def _semi_ellipse_area_jvp(primals, tangents):
-    (u,), (du,) = primals, tangents
-    inside = jnp.abs(u) < 1.0
-    slope = jnp.where(inside, jnp.sqrt(jnp.where(inside, 1.0 - u**2, 1.0)), 0.0)
-    return _semi_ellipse_area(u), slope * du
-
-
-def cell_pressures(
-    center: ArrayLike, half_width: ArrayLike, peak: ArrayLike, n_cells: int
-) -> Array:
-    """The mean pressure over each of ``n_cells`` equal angular cells of a surface under a
-    Hertz strip.
-
-    Args:
-        center: the strip's centre (rad) in the surface's angle, cells ``k`` covering
-            ``[2πk/n, 2π(k+1)/n)``; ``half_width``: the strip's half-width as an angle
-            (rad, ``b/R``); ``peak``: ``p₀`` (Pa). Scalars (``vmap`` for more).
-
-    Returns:
-        ``(n_cells,)`` mean pressures (Pa); ``Σ p̄_k · (2π/n) = (π/2) p₀ b/R``, the strip's load
-        per unit length over ``R``, exactly.
-    """
-    width = 2.0 * math.pi / n_cells
-    centres = (jnp.arange(n_cells) + 0.5) * width
-    offsets = wrap_angle(centres - center)
-    half_width = jnp.asarray(half_width, float)
-    loaded = half_width > 0
-    b = jnp.where(loaded, half_width, 1.0)
-    upper = _semi_ellipse_area((offsets + 0.5 * width) / b)
-    lower = _semi_ellipse_area((offsets - 0.5 * width) / b)
-    return jnp.where(loaded, peak * b * (upper - lower) / width, 0.0)
-
-
-def interpolate_periodic(depth: ArrayLike, angle: ArrayLike) -> Array:
-    """The map ``depth`` ``(n,)`` (values at the cell centres ``2π(k + ½)/n``) at ``angle``
-    (rad), linear between centres, periodic."""
-    depth = jnp.asarray(depth)
-    n = depth.shape[-1]
-    position = jnp.mod(jnp.asarray(angle, float) / (2.0 * math.pi) * n - 0.5, n)
-    below = jnp.floor(position)
-    fraction = position - below
-    k = below.astype(jnp.int32)
-    return (1.0 - fraction) * depth[..., k] + fraction * depth[..., (k + 1) % n]
 
 
 class WearPrediction(NamedTuple):
