@@ -133,9 +133,9 @@ class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
         return jnp.sum(self.contact_energy(self.contacts(ki, kj)[0]))
 
 
-class RevoluteClearance(_AbstractClearance):
-    """A revolute joint with radial clearance between a bearing on body i and a journal on body
-    j (see the module docstring for the geometry and the fields; lengths in m)."""
+class AbstractJournalBearing(_AbstractClearance):
+    """A journal on body j in a bearing on body i (module docstring): their frames and the
+    radial clearance (m), the positional fields of every such joint."""
 
     body_i: str = eqx.field(static=True)
     bearing_center: Array = eqx.field(converter=as_vector3)
@@ -144,6 +144,15 @@ class RevoluteClearance(_AbstractClearance):
     journal_center: Array = eqx.field(converter=as_vector3)
     journal_axis: Array = eqx.field(converter=as_unit_vector)
     clearance: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
+
+    def _origin(self, ki):
+        return ki.point(self.bearing_center)
+
+
+class RevoluteClearance(AbstractJournalBearing):
+    """A revolute joint with radial clearance between a bearing on body i and a journal on body
+    j (see the module docstring for the geometry and the fields; lengths in m)."""
+
     journal_radius: Array = eqx.field(
         kw_only=True, default=0.0, converter=as_float_array, metadata={"units": "m"}
     )
@@ -168,9 +177,6 @@ class RevoluteClearance(_AbstractClearance):
         sides = jnp.array([[d], [-d]] if d else [[0.0]])
         ends = self.journal_center + sides * self.journal_axis
         return jax.vmap(lambda end: journal_contact(self, ki, kj, end))(ends)
-
-    def _origin(self, ki):
-        return ki.point(self.bearing_center)
 
 
 class TranslationalClearance(_AbstractClearance):

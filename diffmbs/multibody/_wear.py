@@ -33,9 +33,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from diffmbs.hertz import line_contact
-from diffmbs.multibody._bodies import BodyKinematics, as_float_array, as_vector3, dot
-from diffmbs.multibody._clearance import _AbstractClearance, journal_contact
-from diffmbs.multibody._contact import as_unit_vector
+from diffmbs.multibody._bodies import BodyKinematics, as_float_array, dot
+from diffmbs.multibody._clearance import AbstractJournalBearing, journal_contact
 from diffmbs.multibody._forces import Wrench
 from diffmbs.parameters import check_physical_value
 from diffmbs.rotations import safe_norm
@@ -112,7 +111,7 @@ def _angle_about(axis: Array, direction: Array) -> Array:
     return jnp.arctan2(dot(direction, second), dot(direction, first))
 
 
-class WearingClearance(_AbstractClearance):
+class WearingClearance(AbstractJournalBearing):
     """A planar journal–bearing joint with clearance whose bore and journal wear (module
     docstring). Geometry as :class:`RevoluteClearance` (without ``half_length``), and:
 
@@ -125,13 +124,6 @@ class WearingClearance(_AbstractClearance):
     Output: the normal force (N), ``(1,)``, at the worn gap.
     """
 
-    body_i: str = eqx.field(static=True)
-    bearing_center: Array = eqx.field(converter=as_vector3)
-    bearing_axis: Array = eqx.field(converter=as_unit_vector)
-    body_j: str = eqx.field(static=True)
-    journal_center: Array = eqx.field(converter=as_vector3)
-    journal_axis: Array = eqx.field(converter=as_unit_vector)
-    clearance: Array = eqx.field(converter=as_float_array, metadata={"units": "m"})
     journal_radius: Array = eqx.field(kw_only=True, converter=as_float_array,
                                       metadata={"units": "m"})  # fmt: skip
     length: Array = eqx.field(kw_only=True, converter=as_float_array, metadata={"units": "m"})
@@ -204,6 +196,3 @@ class WearingClearance(_AbstractClearance):
     def output_at(self, t, state, ki, kj):
         delta, rate, *_ = self._worn_contacts(state, ki, kj)[0]
         return self.contact_force(delta, rate)
-
-    def _origin(self, ki):
-        return ki.point(self.bearing_center)
