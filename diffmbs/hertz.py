@@ -87,8 +87,10 @@ def relative_curvatures(
     """``(A', B')`` (1/m), ``A' ≤ B'``: the relative curvatures of two surfaces.
 
     Args:
-        radii_1, radii_2: ``(..., 2)`` principal radii of each surface (m; negative concave,
-            ``inf`` flat); ``angle``: between the planes of their first radii (rad).
+        radii_1: ``(..., 2)`` principal radii of the first surface (m; negative where
+            concave, ``inf`` flat).
+        radii_2: the second surface's, alike.
+        angle: between the planes of their first radii (rad).
     """
     k1 = 1.0 / jnp.asarray(radii_1, float)
     k2 = 1.0 / jnp.asarray(radii_2, float)
