@@ -128,11 +128,15 @@ def _ratio_residual(s: Array, target: Array) -> Array:
 def _log_aspect(ratio: Array) -> Array:
     """``s = −ln(1 − e²) = 2 ln(a/b)`` for ``ratio = B'/A' > 1``."""
     target = jax.lax.stop_gradient(ratio)
-    lo, hi = jnp.full_like(target, 1e-9), jnp.full_like(target, _LARGEST_LOG)
-    for _ in range(_BISECTION_STEPS):
+
+    def halve(_, bracket):  # a fixed trip count: a scan, nothing differentiated through it
+        lo, hi = bracket
         mid = 0.5 * (lo + hi)
         above = _ratio_residual(mid, target) > 0
-        lo, hi = jnp.where(above, lo, mid), jnp.where(above, mid, hi)
+        return jnp.where(above, lo, mid), jnp.where(above, mid, hi)
+
+    start = (jnp.full_like(target, 1e-9), jnp.full_like(target, _LARGEST_LOG))
+    lo, hi = jax.lax.fori_loop(0, _BISECTION_STEPS, halve, start)
     s = 0.5 * (lo + hi)
     for _ in range(2):  # Newton, differentiable: the exact derivative at the root
         value, slope = jax.jvp(lambda x: _ratio_residual(x, ratio), (s,), (jnp.ones_like(s),))

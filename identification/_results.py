@@ -171,7 +171,8 @@ class FitResult:
     - ``evaluations``: the fitter's model runs, ``{"simulations", "jacobians"}`` where it counts
       them; ``search``: the global stage of :func:`~identification.global_fit`, if one ran;
       ``stages``: the stages of :func:`~identification.fit_in_stages` (band, window, start and
-      end loss, iterations, message), if it ran.
+      end loss, iterations, message), if it ran;
+    - ``jacobian_z``: the weighted ``∂r/∂z`` ``(m, p)`` at ``z`` (not saved to JSON).
 
     A fit with a parameter at a bound is not reported as converged, whatever stopped it: the
     optimum the data point to lies outside the box (or the fit ran into it on the way), so the
@@ -210,6 +211,7 @@ class FitResult:
     solver_jitter: dict[str, Any] = dataclasses.field(default_factory=dict)
     profiles: dict[str, Any] | None = None
     posterior: dict[str, Any] | None = None
+    jacobian_z: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def from_problem(
@@ -337,6 +339,7 @@ class FitResult:
             evaluations=dict(evaluations or {}),
             discrepancy=discrepancy,
             solver_jitter={k: v for k, v in jitter.items() if k != "covariance_z"},
+            jacobian_z=jac,
         )
 
     # ---------------------------------------------------------------- output
@@ -344,6 +347,7 @@ class FitResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary (non-finite numbers become ``null``)."""
         d = dataclasses.asdict(self)
+        del d["jacobian_z"]  # (m, p): in memory for the report's sensitivities, not in JSON
         d["std_by_name"] = dict(zip(self.parameter_names, self.std.tolist(), strict=True))
         d["relative_std_by_name"] = dict(
             zip(self.parameter_names, self.relative_std.tolist(), strict=True)

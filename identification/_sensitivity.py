@@ -42,23 +42,45 @@ def _unweighted(experiment):
     return eqx.tree_at(lambda e: e.weights, experiment, jnp.ones_like(experiment.weights))
 
 
-def srs_sensitivity(problem: Problem, z: ArrayLike | None = None) -> dict[str, np.ndarray]:
+def srs_sensitivity(
+    problem: Problem, z: ArrayLike | None = None, *, jacobian: ArrayLike | None = None
+) -> dict[str, np.ndarray]:
     """``∂ SRS_dB / ∂ ln θ`` per experiment, each of shape ``(n_freq, p)`` (dB per unit
     ``ln θ``); ``z`` defaults to ``problem.initial_z``. See the module docstring.
 
     Computed with the fit's own compiled Jacobian kernels (one per experiment structure,
     differentiated in the SI values ``v``, so ``v ∂/∂v`` is ``∂/∂ ln θ``): after a fit nothing
-    is compiled again."""
+    is compiled again. ``jacobian``: the weighted ``∂r/∂z`` ``(m, p)`` at ``z`` if already
+    known (:attr:`FitResult.jacobian_z`): an experiment whose weights and ``∂θ/∂z`` are all
+    non-zero is then rescaled from it instead of simulated again."""
     z = problem.initial_z if z is None else jnp.asarray(z, dtype=float)
     values = np.asarray(problem.values(z))
+    slopes = np.asarray(problem.space.dvalues_dz(z))
+    if jacobian is not None and np.shape(jacobian) != (problem.n_residuals, problem.n_parameters):
+        jacobian = None  # another problem's (a fit with parameters held)
     out = {}
     named = zip(experiment_blocks(problem), problem.experiment_names, strict=True)
     for (e, indices, paths), name in named:
-        _, jac = residuals_jacobian_kernel(_unweighted(e), paths, values[indices], problem.jac)
-        block = np.zeros((jac.shape[0], problem.n_parameters))
-        block[:, indices] = np.asarray(jac) * values[indices]
+        block = None if jacobian is None else _rescaled(
+            np.asarray(jacobian)[problem.residual_slices[name]], e, values, slopes, indices)
+        if block is None:
+            _, jac = residuals_jacobian_kernel(_unweighted(e), paths, values[indices],
+                                               problem.jac)  # fmt: skip
+            block = np.zeros((jac.shape[0], problem.n_parameters))
+            block[:, indices] = np.asarray(jac) * values[indices]
         out[name] = block if e.in_db else block * getattr(e, "scale", 1.0)
     return out
+
+
+def _rescaled(jac_z, experiment, values, slopes, indices) -> np.ndarray | None:
+    """``∂r_unweighted/∂ ln θ`` from the weighted ``∂r/∂z`` rows of one experiment, or None
+    where that cannot be undone (a zero weight, a parameter pinned where ``∂θ/∂z = 0``)."""
+    weights = np.ravel(np.asarray(getattr(experiment, "weights", np.ones(jac_z.shape[0]))))
+    if weights.shape != (jac_z.shape[0],) or np.any(weights == 0) or np.any(slopes[indices] == 0):
+        return None
+    block = np.zeros_like(jac_z)
+    block[:, indices] = jac_z[:, indices] / weights[:, None] * (values / slopes)[indices]
+    return block
 
 
 def save_sensitivity(

@@ -179,6 +179,14 @@ def test_srs_sensitivity_matches_finite_differences(single, lm_result):
     weighted = eqx.tree_at(lambda e: e.weights, drop, jnp.linspace(0.0, 3.0, 20))
     twin = idf.Problem(problem.space, [weighted])
     np.testing.assert_allclose(idf.srs_sensitivity(twin, z)["drop"], sens, rtol=1e-12, atol=0)
+    # rescaled from a fit's weighted Jacobian instead of simulated again: the same numbers
+    jac = np.asarray(problem.jacobian(z))
+    positive = eqx.tree_at(lambda e: e.weights, drop, jnp.linspace(0.5, 3.0, 20))
+    heavy = idf.Problem(problem.space, [positive])
+    rescaled = idf.srs_sensitivity(heavy, z, jacobian=np.asarray(heavy.jacobian(z)))["drop"]
+    np.testing.assert_allclose(rescaled, sens, rtol=1e-9, atol=1e-9 * np.abs(sens).max())
+    np.testing.assert_allclose(idf.srs_sensitivity(problem, z, jacobian=jac)["drop"], sens,
+                               rtol=1e-9, atol=1e-9 * np.abs(sens).max())  # fmt: skip
 
 
 def test_save_writes_json_and_figures(single, lm_result, tmp_path):

@@ -218,8 +218,8 @@ def run_fit_job(
         result = _fit(problem, settings, out_dir, max_iterations, resume, progress, status)
         _uncertainty_extras(problem, result, settings, out_dir, resume=resume, status=status)
         status("sensitivities and report")
-        _save_sensitivities(out_dir, problem, srs_sensitivity(problem, result.z),
-                            result.relative_std)
+        sensitivities = srs_sensitivity(problem, result.z, jacobian=result.jacobian_z)
+        _save_sensitivities(out_dir, problem, sensitivities, result.relative_std)
         result.save(out_dir, srs_unit=(job.srs.units, job.srs.scale))  # result.json last
     return result
 
