@@ -26,7 +26,7 @@ OMEGA = 2 * math.pi * 10.0  # rad/s: 10 revolutions per second
 K_WEAR = (1e-13, 3e-13)  # 1/Pa: bore, journal
 STIFFNESS = 1e10  # N/m^1.5
 MODULUS = float(hertz.contact_modulus(210e9, 0.3, 210e9, 0.3))
-CELLS = 90
+CELLS = 36
 
 
 def test_cells_hold_the_strips_load_exactly_and_interpolation_is_periodic():
@@ -100,7 +100,7 @@ def test_a_worn_bore_lets_the_journal_sink_by_its_depth():
     model = _journal_model(wear_coefficient=(1e-20, 1e-20), bore=worn)  # no more wear here
     start = jnp.concatenate([jnp.full(CELLS, worn), jnp.zeros(CELLS)])
     model = model.with_internal_state(start)
-    ts = jnp.linspace(0.0, 0.02, 21)
+    ts = jnp.linspace(0.0, 2 * math.pi / OMEGA, 201)  # the grid of the test above: its program
     sol = simulate(model, *model.initial_state(), ts, rtol=1e-10, atol=1e-12)
     centre = np.asarray(sol.sensors["centre"])
     np.testing.assert_allclose(np.asarray(sol.sensors["force"])[:, 0], MASS * G, rtol=2e-3)
@@ -109,7 +109,7 @@ def test_a_worn_bore_lets_the_journal_sink_by_its_depth():
 
 
 def test_many_cycles_extrapolate_the_settled_rate_under_the_depth_step():
-    """1000 revolutions from 2 simulated per update, no cell deepening by more than 20 nm per
+    """1000 revolutions from 2 simulated per update, no cell deepening by more than 3 nm per
     update: the journal's uniform loss k P/L per revolution and the bore's strip, times 1000;
     then the reverse-mode gradient of the worn volumes through the updates (schedule held; one
     compiled adjoint for the scan of updates): linear in k, and as central differences."""
@@ -118,13 +118,13 @@ def test_many_cycles_extrapolate_the_settled_rate_under_the_depth_step():
     q0, v0 = model.initial_state()
     period = 2 * math.pi / OMEGA
     options = dict(element="bearing", period=period, cycles=1000, settle_cycles=1,
-                   cycles_per_update=2, max_depth_step=2e-8, progress=False, rtol=1e-10,
+                   cycles_per_update=2, max_depth_step=3e-9, progress=False, rtol=1e-10,
                    atol=1e-12)  # fmt: skip
     out = wear.predict_wear(model, q0, v0, **options)
     assert out.cycles[-1] == 1000 and len(out.schedule) >= 3
     assert out.simulated_cycles == 1 + 2 * len(out.schedule)
     steps = np.diff(np.max(np.asarray(out.bore), axis=1))
-    assert np.all(steps <= 2e-8 * (1 + 1e-9)), steps
+    assert np.all(steps <= 3e-9 * (1 + 1e-9)), steps
     np.testing.assert_allclose(np.median(out.journal[-1]), k[1] * MASS * G / L * 1000, rtol=3e-3)
     half_width, peak = hertz.line_contact(MASS * G, L, R, -(R + C), MODULUS)
     centre = float(wear.cell_pressures(-math.pi / 2, half_width / (R + C), peak, CELLS).max())
@@ -140,8 +140,7 @@ def test_many_cycles_extrapolate_the_settled_rate_under_the_depth_step():
     jac = np.asarray(jax.jacrev(volumes)(x))
     np.testing.assert_allclose(np.diag(jac), volumes(x), rtol=1e-4)  # linear in k
     step = 1e-3
-    for j in range(2):
-        dx = jnp.zeros(2).at[j].set(step)
-        fd = (np.asarray(volumes(x + dx)) - np.asarray(volumes(x - dx))) / (2 * step)
-        # the differences' noise: the solver's atol (1e-12 m) against sums of ~1e-7 m
-        np.testing.assert_allclose(jac[:, j], fd, rtol=1e-4, atol=1e-4 * np.abs(jac).max())
+    dx = jnp.array([step, 0.0])  # the bore's coefficient; the journal's column is alike
+    fd = (np.asarray(volumes(x + dx)) - np.asarray(volumes(x - dx))) / (2 * step)
+    # the differences' noise: the solver's atol (1e-12 m) against sums of ~1e-7 m
+    np.testing.assert_allclose(jac[:, 0], fd, rtol=1e-4, atol=1e-4 * np.abs(jac).max())
