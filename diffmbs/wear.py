@@ -94,15 +94,16 @@ def predict_wear(
     """
     maximal = getattr(model, "full", model)  # a model in joint coordinates holds one
     joint = _element(maximal, element)
-    rows = maximal.internal_slices()[element]
-    first = rows.start + joint.friction_states
+    start = maximal.internal_slices()[element].start + joint.friction_states
+    stop = start + 2 * joint.cells  # the maps' rows in z (static)
     m = int(cycles_per_update)
     if cycles < m or m < 1 or settle_cycles < 0:
         raise ValueError(f"predict_wear: need cycles ≥ cycles_per_update ≥ 1 and "
                          f"settle_cycles ≥ 0, got {cycles}, {cycles_per_update}, "
                          f"{settle_cycles}")  # fmt: skip
-
-    rows = (first, first + 2 * joint.cells)  # static: the maps' rows in z
+    if schedule is not None and sum(schedule) != cycles:
+        raise ValueError(f"predict_wear: the schedule's cycles add up to {sum(schedule)}, "
+                         f"not to cycles = {cycles}")  # fmt: skip
     state = (jnp.asarray(q0, float), jnp.asarray(v0, float),
              jnp.asarray(model.initial_internal_state(), float))  # fmt: skip
     # (simulated cycles, extrapolated cycles) per update; the settling one keeps no wear
@@ -110,21 +111,21 @@ def predict_wear(
     if schedule is not None:
         plan = head + [(m, int(n)) for n in schedule]
         maps = _scheduled(model, state, *map(jnp.asarray, zip(*plan, strict=True)),
-                          period, rows, simulate_options)  # fmt: skip
+                          period, (start, stop), simulate_options)  # fmt: skip
         if not head:  # the scan's rows start after the first update
-            maps = jnp.concatenate([state[2][None, first : rows[1]], maps])
+            maps = jnp.concatenate([state[2][None, start:stop], maps])
         simulated = settle_cycles + m * len(schedule)
         return _prediction(maps, [int(n) for n in schedule], joint.cells, simulated)
 
     def update(state, t, n, length):
         numbers = (jnp.asarray(x, float) for x in (t, n * period, n, length))  # traced: one program
-        return _update(model, state, *numbers, rows, simulate_options)
+        return _update(model, state, *numbers, (start, stop), simulate_options)
 
     t = 0.0
     for n, length in head:
         state, _ = update(state, t, n, length)
         t += n * period
-    done, used, maps = 0, [], [state[2][first : rows[1]]]
+    done, used, maps = 0, [], [state[2][start:stop]]
     bar = tqdm(total=cycles, disable=not progress, desc="wear", unit="cycle")
     try:
         while done < cycles:
@@ -136,13 +137,12 @@ def predict_wear(
             limit = 0.02 * float(joint.clearance) if max_depth_step is None else max_depth_step
             allowed = limit / fastest if fastest > 0 else math.inf
             length = int(min(max(m * math.floor(allowed / m), m), cycles - done))
-            before = state[2][first : rows[1]]
-            state = (probe[0], probe[1], probe[2].at[first : rows[1]].set(
-                before + length * per_cycle))  # fmt: skip
+            worn = state[2][start:stop] + length * per_cycle
+            state = (probe[0], probe[1], probe[2].at[start:stop].set(worn))
             t += m * period
             used.append(length)
             done += length
-            maps.append(state[2][first : rows[1]])
+            maps.append(worn)
             bar.update(length)
     finally:
         bar.close()
