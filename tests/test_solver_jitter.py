@@ -3,7 +3,7 @@
 
 References: least squares of a straight line in closed form (the jitter's covariance is
 ``A²/2`` along the slope when the rough part is ``A sin(·) x``), and the normal quantile for
-the coverage of 60 noise realisations."""
+the coverage of 40 noise realisations."""
 
 import equinox as eqx
 import jax
@@ -88,11 +88,11 @@ def test_jitter_spread_like_noise_is_not_counted_twice_and_none_is_found_without
 
 
 def test_widened_intervals_cover_the_truth_at_their_stated_rate():
-    """60 noise realisations fitted through the rough response: the slope's 95 % intervals
+    """40 noise realisations fitted through the rough response: the slope's 95 % intervals
     without the jitter cover it about 77 % of the time (σ 0.026 of the noise against 0.044 in
     all), with it about 95 %."""
     naive = widened = 0
-    trials = 60
+    trials = 40
     for seed in range(trials):
         problem = _problem(_measured(100 + seed), 0.05, structured=True)
         result = idf.fit(problem, max_iterations=5, progress=False)
