@@ -14,7 +14,7 @@ is what limits it. Measured, one run each after compile (the compile is reported
 
 Usage::
 
-    python benchmarks/wear.py [--cycles 100] [--step 5e-7] [--out benchmarks/results/wear.json]
+    python benchmarks/wear.py [--cycles 100] [--step 6e-8] [--out benchmarks/results/wear.json]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ OPTIONS = {"rtol": 1e-8, "atol": 1e-10, "max_steps": 400_000}
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=100)
-    parser.add_argument("--step", type=float, default=5e-7, help="depth step (m)")
+    parser.add_argument("--step", type=float, default=6e-8, help="depth step (m)")
     parser.add_argument("--wear", type=float, default=1e-12, help="bore's coefficient (1/Pa)")
     parser.add_argument("--rpm", type=float, default=300.0)
     default_out = Path(__file__).resolve().parent / "results" / "wear.json"
