@@ -75,10 +75,10 @@ def main() -> None:
     z_truth = problem.space.to_unconstrained(truth)
     noise_of = lambda seed: (  # noqa: E731
         NOISE * full_rms * np.random.default_rng(seed).standard_normal(clean.size))
-    reference = idf.fit(idf.Problem(problem.space, [_with_measured(experiment, clean)]),
-                        idf.LevenbergMarquardt(), z0=z_truth, max_iterations=args.iterations,
-                        progress=False)  # fmt: skip
-    r_clean, jac = map(np.asarray, reference_problem_terms(problem, experiment, clean, reference.z))
+    clean_problem = idf.Problem(problem.space, [_with_measured(experiment, clean)])
+    reference = idf.fit(clean_problem, idf.LevenbergMarquardt(), z0=z_truth,
+                        max_iterations=args.iterations, progress=False)  # fmt: skip
+    r_clean, jac = map(np.asarray, clean_problem.residuals_and_jacobian(reference.z))
     unit = (np.asarray(idf.Problem(problem.space, [_with_measured(experiment, clean + 1.0)])
                        .residuals(reference.z)) - r_clean)  # residual per unit of the record
     pinv = np.linalg.pinv(jac)
@@ -134,12 +134,6 @@ def main() -> None:
                             "wall_s": time.perf_counter() - started,
                             "summary": summary, "fits": rows})  # fmt: skip
     print(f"wrote {out}")
-
-
-def reference_problem_terms(problem, experiment, measured, z):
-    """``(r (m,), J (m, p))`` of the record ``measured`` at ``z``."""
-    realisation = idf.Problem(problem.space, [_with_measured(experiment, measured)])
-    return realisation.residuals_and_jacobian(z)
 
 
 def _with_measured(experiment, measured):

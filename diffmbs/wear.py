@@ -133,7 +133,7 @@ def predict_wear(
             if isinstance(per_cycle, jax.core.Tracer):
                 raise ValueError("predict_wear under a transformation (grad, vmap) needs "
                                  "schedule= from a run without it")  # fmt: skip
-            fastest = float(jnp.max(per_cycle))
+            fastest = float(np.max(np.asarray(per_cycle)))  # a concrete value: picks a length
             limit = 0.02 * float(joint.clearance) if max_depth_step is None else max_depth_step
             allowed = limit / fastest if fastest > 0 else math.inf
             length = int(min(max(m * math.floor(allowed / m), m), cycles - done))

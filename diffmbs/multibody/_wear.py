@@ -51,7 +51,7 @@ def wrap_angle(angle: ArrayLike) -> Array:
 def _semi_ellipse_area(u: Array) -> Array:
     """``∫₀ᵘ √(1 − s²) ds`` for ``u`` clipped to ``[−1, 1]`` (its slope, ``√(1 − u²)``, is
     finite at the ends where the closed form's pieces are not)."""
-    c = jnp.clip(u, -1.0, 1.0)
+    c = jnp.where(u > 1.0, 1.0, jnp.where(u < -1.0, -1.0, u))  # (no clip: see diffmbs.selection)
     return 0.5 * (c * jnp.sqrt(1.0 - c**2) + jnp.arcsin(c))
 
 
