@@ -109,10 +109,11 @@ class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
         """Contact points of :meth:`contacts` (static)."""
 
     def loads(self, t, state, ki, kj) -> tuple[Wrench, Array]:
-        return self._loads(self.contacts(ki, kj), state, ki)
+        return self._loads(self.contacts(ki, kj), state, ki)[:2]
 
-    def _loads(self, contacts, state, ki) -> tuple[Wrench, Array]:
-        """:meth:`loads` from :meth:`contacts`' tuple and the friction law's states."""
+    def _loads(self, contacts, state, ki) -> tuple[Wrench, Array, Array]:
+        """:meth:`loads` from :meth:`contacts`' tuple and the friction law's states, and the
+        normal forces ``(c,)`` (N) they came from."""
         delta, rate, direction, points, slide = contacts
         normal = self.contact_force(delta, rate)
         forces = normal[..., None] * direction  # on body j
@@ -124,7 +125,8 @@ class _AbstractClearance(AbstractForceElement, AbstractHuntCrossley):
         origin = self._origin(ki)
         forces, points = forces.reshape(-1, 3), points.reshape(-1, 3)
         torque = jnp.sum(jnp.cross(points - origin, forces), axis=0)
-        return pair_wrench(jnp.sum(forces, axis=0), origin, torque), state_rate.reshape(-1)
+        wrench = pair_wrench(jnp.sum(forces, axis=0), origin, torque)
+        return wrench, state_rate.reshape(-1), normal
 
     def wrench(self, t, ki, kj) -> Wrench:
         return self.loads(t, jnp.zeros((self.state_size,)), ki, kj)[0]

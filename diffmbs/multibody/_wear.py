@@ -180,9 +180,8 @@ class WearingClearance(AbstractJournalBearing):
 
     def loads(self, t, state, ki, kj) -> tuple[Wrench, Array]:
         contacts, angle_i, angle_j = self._worn_contacts(state, ki, kj)
-        wrench, friction_rate = self._loads(contacts, state[: self.friction_states], ki)
-        delta, rate, *_, slide = contacts
-        normal = self.contact_force(delta, rate)[0]
+        wrench, friction_rate, normal = self._loads(contacts, state[: self.friction_states], ki)
+        normal, slide = normal[0], contacts[4]
         r = self.journal_radius
         half_width, peak = line_contact(normal, self.length, r, -(r + self.clearance),
                                         self.contact_modulus)  # fmt: skip
