@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from diffmbs._settings import release_compiled_programs
 from identification._checkpoint import load_npz, save_npz
-from identification._fitters import REASONS, AbstractFitter, LevenbergMarquardt
+from identification._fitters import CONVERGED_REASONS, REASONS, AbstractFitter, LevenbergMarquardt
 from identification._problem import Problem
 from identification._results import FitResult
 
@@ -174,7 +174,7 @@ def fit(
         np.asarray(state.z),
         loss_history=history,
         iterations=iteration,
-        converged=reason_index in (1, 2, 3, 6),
+        converged=reason_index in CONVERGED_REASONS,
         fitter=_fitter_id(fitter),
         message=message,
         evaluations=fitter.evaluations(state, iteration),

@@ -47,7 +47,7 @@ from jaxtyping import Array
 
 from identification._problem import Problem, evaluate, loss_and_grad, residuals_and_jacobian
 
-__all__ = ["LBFGS", "REASONS", "AbstractFitter", "Adam", "GaussNewton", "LevenbergMarquardt"]
+__all__ = ["CONVERGED_REASONS", "LBFGS", "REASONS", "AbstractFitter", "Adam", "GaussNewton", "LevenbergMarquardt"]
 
 # Stop reasons (state.reason); 0 = still running.
 REASONS: tuple[str, ...] = (
@@ -58,7 +58,36 @@ REASONS: tuple[str, ...] = (
     "damping overflow: no step reduces the loss",
     "line search found no decrease",
     "gradient below gtol",
+    "remaining Gauss–Newton step below sigma_tol standard deviations",
 )
+
+CONVERGED_REASONS = (1, 2, 3, 6, 7)
+"""The stop reasons (indices into ``REASONS``) of a fit that reached its minimum."""
+
+
+def _near_minimum(r: np.ndarray, jac: np.ndarray, sigma_tol: float) -> bool:
+    """Whether the Gauss–Newton step from here, ``δ = −J⁺ r``, is shorter than ``sigma_tol``
+    standard deviations of the estimate: ``δᵀ JᵀJ δ = ‖J J⁺ r‖² ≤ sigma_tol² s²`` with
+    ``s² = ‖r‖² / (m − p)`` (the covariance is ``s² (JᵀJ)⁻¹``). Closer than that, more steps
+    move the parameters by less than their uncertainty's resolution; on a misfit with
+    discrepancy or solver jitter they only creep (``ftol``, ``xtol`` stop them much later)."""
+    m, p = jac.shape
+    if sigma_tol <= 0 or m <= p or not (np.all(np.isfinite(r)) and np.all(np.isfinite(jac))):
+        return False
+    projected = jac @ np.linalg.lstsq(jac, r, rcond=None)[0]
+    return float(projected @ projected) <= sigma_tol**2 * float(r @ r) / (m - p)
+
+
+def _final_step(problem, z, r, jac, max_box_step):
+    """The last, undamped Gauss–Newton step of a fit stopped by ``sigma_tol`` (exact on a
+    linear problem; kept only if it lowers the loss): ``(z, r, jac)``."""
+    delta = np.linalg.lstsq(jac, -r, rcond=None)[0]
+    if max_box_step is not None:
+        delta, _ = _limit_box_step(problem.space, z, delta, max_box_step)
+    r_new, jac_new = _rj(problem, z + delta)
+    if np.all(np.isfinite(jac_new)) and float(r_new @ r_new) < float(r @ r):
+        return z + delta, r_new, jac_new
+    return z, r, jac
 
 
 class AbstractFitter(eqx.Module):
@@ -193,13 +222,18 @@ class LevenbergMarquardt(AbstractFitter):
     2.9 dB² with three parameters on bounds). ``None`` lifts the limit.
 
     Stops when an accepted step changes the loss by less than ``ftol`` relative, when
-    ``‖δ‖ ≤ xtol (‖z‖ + xtol)``, when the loss is at most ``atol``, or when ``μ`` exceeds
-    ``mu_max`` (no step helps).
+    ``‖δ‖ ≤ xtol (‖z‖ + xtol)``, when the loss is at most ``atol``, when the undamped
+    Gauss–Newton step is shorter than ``sigma_tol`` standard deviations of the estimate (its
+    Mahalanobis length under ``s² (JᵀJ)⁻¹``; 0 turns it off: the fit then takes that step
+    undamped if it lowers the loss, and stops), or when ``μ`` exceeds ``mu_max`` (no step
+    helps). On a rough misfit (SRS maxima, solver jitter) accepted steps then only creep:
+    ``sigma_tol`` ends the 3-D and lumped shock-machine fits in half the iterations.
     """
 
     ftol: float = 1e-10
     xtol: float = 1e-10
     atol: float = 0.0
+    sigma_tol: float = 0.1
     mu0: float = 1e-3
     mu_max: float = 1e16
     max_box_step: float | None = 0.25
@@ -215,7 +249,9 @@ class LevenbergMarquardt(AbstractFitter):
 
     def evaluations(self, state: LMState, iterations: int) -> dict[str, int]:
         # One trial simulation per iteration; a Jacobian at the start and after each accepted step.
-        return {"simulations": int(iterations), "jacobians": 1 + int(state.accepted)}
+        # (and a Jacobian for the final step of a stop by sigma_tol)
+        final = int(int(state.reason) == 7)
+        return {"simulations": int(iterations), "jacobians": 1 + int(state.accepted) + final}
 
     def step(self, problem, state: LMState) -> LMState:
         z, r, jac, mu, nu = state.z, state.residuals, state.jac, float(state.mu), float(state.nu)
@@ -258,6 +294,10 @@ class LevenbergMarquardt(AbstractFitter):
             reason = 2
         elif loss2 <= self.atol:
             reason = 3
+        elif _near_minimum(r2, jac2, self.sigma_tol):
+            reason = 7
+            z2, r2, jac2 = _final_step(problem, z2, r2, jac2, self.max_box_step)
+            loss2 = float(np.mean(r2**2))
         elif mu2 > self.mu_max:
             reason = 4
         else:
@@ -292,12 +332,13 @@ class GaussNewton(AbstractFitter):
     """Gauss–Newton steps ``δ = −J⁺ r`` (least squares, minimum norm at rank deficiency) with a
     backtracking line search: ``α = 1, ½, ¼, …`` (at most ``max_backtracks`` halvings) until
     ``F(z + αδ) ≤ F(z) + c α ∇Fᵀδ`` (Armijo, ``c = armijo``). Stops as
-    :class:`LevenbergMarquardt` (``ftol``, ``xtol``, ``atol``) or when no ``α`` decreases the
-    loss."""
+    :class:`LevenbergMarquardt` (``ftol``, ``xtol``, ``atol``, ``sigma_tol``) or when no ``α``
+    decreases the loss."""
 
     ftol: float = 1e-10
     xtol: float = 1e-10
     atol: float = 0.0
+    sigma_tol: float = 0.1
     max_backtracks: int = 30
     armijo: float = 1e-4
 
@@ -335,6 +376,10 @@ class GaussNewton(AbstractFitter):
             reason = 2
         elif loss2 <= self.atol:
             reason = 3
+        elif _near_minimum(r2, jac2, self.sigma_tol):
+            reason = 7
+            z2, r2, jac2 = _final_step(problem, z2, r2, jac2, None)
+            loss2 = float(np.mean(r2**2))
         else:
             reason = 0
         return GNState(z2, r2, jac2, _f64(loss2), _i64(reason))
