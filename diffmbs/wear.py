@@ -53,7 +53,14 @@ from tqdm.auto import tqdm
 from diffmbs.integrate import simulate
 from diffmbs.multibody._wear import cell_pressures, interpolate_periodic, wrap_angle
 
-__all__ = ["WearPrediction", "cell_pressures", "interpolate_periodic", "predict_wear", "wrap_angle"]
+__all__ = [
+    "WearPrediction",
+    "cell_pressures",
+    "interpolate_periodic",
+    "predict_wear",
+    "wear_element",
+    "wrap_angle",
+]
 
 
 class WearPrediction(NamedTuple):
@@ -93,7 +100,7 @@ def predict_wear(
     ``simulate_options``: :func:`diffmbs.simulate`'s (``rtol``, ``atol``, …).
     """
     maximal = getattr(model, "full", model)  # a model in joint coordinates holds one
-    joint = _element(maximal, element)
+    joint = wear_element(maximal, element)
     start = maximal.internal_slices()[element].start + joint.friction_states
     stop = start + 2 * joint.cells  # the maps' rows in z (static)
     m = int(cycles_per_update)
@@ -185,7 +192,10 @@ def _scheduled(model, state, simulated, extrapolated, period, rows, options):
     return jax.lax.scan(step, state, plans)[1]
 
 
-def _element(model, name: str):
+def wear_element(model: Any, name: str):
+    """``model``'s :class:`~diffmbs.multibody.WearingClearance` force element ``name`` (a model
+    in joint coordinates: its full model's); a :class:`ValueError` names what is wrong."""
+    model = getattr(model, "full", model)
     for group in getattr(model, "force_groups", ()):
         if name in group.names:
             member = group.member(group.names.index(name))

@@ -5,7 +5,8 @@ Generic over any model pytree (an ``equinox.Module``):
 * :class:`ParameterSpace` of :class:`Parameter` — named paths into the model, bounds,
   transforms (log / bounded / linear), shared or per-test;
 * experiments — :class:`SRSExperiment`, :class:`TimeHistoryExperiment`,
-  :class:`FunctionExperiment` — one record each, with its own test model;
+  :class:`FunctionExperiment`, :class:`WearProfileExperiment` — one record each, with its own
+  test model;
 * :class:`Problem` — residuals, loss and Jacobian as pure functions of the unconstrained ``z``;
 * fitters — :class:`LevenbergMarquardt`, :class:`GaussNewton`, :class:`Adam`, :class:`LBFGS` —
   run by :func:`fit` (progress, checkpoints, resume) after an optional :func:`multistart`;
@@ -66,6 +67,7 @@ from identification._sensitivity import (
 from identification._stages import Stage, fit_in_stages, in_stage
 from identification._sweep import grid_values, lhs_values, sweep
 from identification._time_history import TimeHistoryExperiment
+from identification._wear_profile import WearProfileExperiment
 
 __all__ = [
     "band_sensitivity",
@@ -92,6 +94,7 @@ __all__ = [
     "SRSExperiment",
     "Starts",
     "TimeHistoryExperiment",
+    "WearProfileExperiment",
     "batched_loss",
     "fit",
     "fit_in_stages",

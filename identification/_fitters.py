@@ -47,7 +47,15 @@ from jaxtyping import Array
 
 from identification._problem import Problem, evaluate, loss_and_grad, residuals_and_jacobian
 
-__all__ = ["CONVERGED_REASONS", "LBFGS", "REASONS", "AbstractFitter", "Adam", "GaussNewton", "LevenbergMarquardt"]
+__all__ = [
+    "CONVERGED_REASONS",
+    "LBFGS",
+    "REASONS",
+    "AbstractFitter",
+    "Adam",
+    "GaussNewton",
+    "LevenbergMarquardt",
+]
 
 # Stop reasons (state.reason); 0 = still running.
 REASONS: tuple[str, ...] = (

@@ -586,8 +586,10 @@ def test_lm_stops_within_a_tenth_of_a_sigma_of_scipys_minimum():
     x = np.linspace(0.0, 4.0, 40)
     rng = np.random.default_rng(3)
     y = 2.0 * np.exp(-1.3 * x) + 0.4 + 0.02 * rng.standard_normal(x.size)
-    exp = idf.FunctionExperiment("decay", Linear(1.0, 0.5, 0.0),
-                                 lambda m: m.a * jnp.exp(-m.b * x) + m.c, y, misfit="linear")  # fmt: skip
+    def decay(m):
+        return m.a * jnp.exp(-m.b * x) + m.c
+
+    exp = idf.FunctionExperiment("decay", Linear(1.0, 0.5, 0.0), decay, y, misfit="linear")
     space = idf.ParameterSpace([idf.Parameter(n, n, -10.0, 10.0, v, "linear")
                                 for n, v in zip("abc", (1.0, 0.5, 0.0), strict=True)])  # fmt: skip
     problem = idf.Problem(space, [exp])
