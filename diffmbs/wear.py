@@ -200,7 +200,7 @@ def wear_element(model: Any, name: str):
         if name in group.names:
             member = group.member(group.names.index(name))
             if not hasattr(member, "wear_coefficient"):
-                raise ValueError(f"predict_wear: force element {name!r} is a "
-                                 f"{type(member).__name__}, not a WearingClearance")  # fmt: skip
+                raise ValueError(f"force element {name!r} is a {type(member).__name__}, not a "
+                                 "WearingClearance")  # fmt: skip
             return member
-    raise ValueError(f"predict_wear: no force element {name!r} in the model")
+    raise ValueError(f"no force element {name!r} in the model")

@@ -1,4 +1,5 @@
-"""identification.WearProfileExperiment: fitting the wear coefficient and the clearance to a
+"""Wear jobs (``diffmbs wear``, profile experiments of ``diffmbs fit``) and
+identification.WearProfileExperiment: fitting the wear coefficient and the clearance to a
 measured bore profile.
 
 The record is not simulated: a journal resting under its weight and spinning wears its bore
@@ -6,10 +7,11 @@ by Archard's law under the Hertz strip that stays at the bottom, so after ``N`` 
 bore's radius minus the journal's nominal radius is ``c + k_w v t p̄(θ)`` with ``p̄`` the
 semi-ellipse's mean over each cell (``scipy.integrate.quad``; the strip from the closed-form
 Hertz width) — measured at 36 angles with noise of 5 nm. The fit starts 2× off in both and must
-cover the truth within its reported 99 % intervals; the experiment's input errors name what is
-wrong.
+cover the truth within its reported 99 % intervals; ``diffmbs wear``'s profile is the closed
+form's; bad input names the key, column or row.
 """
 
+import json
 import math
 
 import numpy as np
@@ -19,6 +21,8 @@ from test_wear import CELLS, MASS, MODULUS, OMEGA, C, G, L, R, _journal_model
 
 import identification as idf
 from diffmbs import hertz
+from diffmbs.app import load_job, main, problem_from_job, run_wear_job
+from diffmbs.io import write_csv_atomic
 
 K_TRUE = 2e-13  # 1/Pa, the bore's
 REVOLUTIONS = 200
@@ -55,22 +59,124 @@ def experiment(model, angles, measured, **overrides):
     return idf.WearProfileExperiment("bore", model, "bearing", angles, measured, **options)
 
 
-def test_the_wear_coefficient_and_the_clearance_are_fitted_to_a_closed_form_profile():
-    angles = np.radians(np.arange(36) * 10.0 + 3.0)
+JOB = """
+[model]
+name = "test_wear:_journal_model"
+wear_coefficient = [{k_start}, 3e-13]
+
+[wear]
+element = "bearing"
+period_s = {period}
+cycles = {cycles}
+settle_cycles = 0
+cycles_per_update = 1
+{wear_extra}
+
+[simulation]
+rtol = 1e-8
+atol = 1e-12
+max_steps = 50000
+{rest}
+"""
+PARAMETERS = """
+[[parameters]]
+name = "clearance"
+path = "bearing.clearance"
+lower = 5e-5
+upper = 1e-3
+{clearance_initial}
+
+[[parameters]]
+name = "k_bore"
+path = "bearing.wear_coefficient[0]"
+lower = 1e-15
+upper = 1e-11
+"""
+
+
+def write_job(folder, *, k_start=K_TRUE, cycles=REVOLUTIONS, wear_extra="", rest=""):
+    path = folder / "job.toml"
+    path.write_text(JOB.format(k_start=k_start, period=2 * math.pi / OMEGA, cycles=cycles,
+                               wear_extra=wear_extra, rest=rest))  # fmt: skip
+    return path
+
+
+def test_a_job_fits_the_wear_coefficient_and_the_clearance_to_a_closed_form_profile(tmp_path):
+    """``diffmbs fit`` of a profile experiment, from 2× off in both: the truth within the
+    reported 99 % intervals, the residuals' spread the noise's."""
+    angles = np.arange(36) * 10.0 + 3.0
     rng = np.random.default_rng(11)
-    measured = closed_form_profile(angles, C, K_TRUE) + NOISE * rng.standard_normal(angles.size)
-    space = idf.ParameterSpace([
-        idf.Parameter("clearance", "bearing.clearance", 5e-5, 1e-3, 2 * C),
-        idf.Parameter("k_bore", "bearing.wear_coefficient[0]", 1e-15, 1e-11, 2 * K_TRUE),
-    ])  # fmt: skip
-    problem = idf.Problem(space, [experiment(_journal_model(), angles, measured)])
-    result = idf.fit(problem, progress=False, max_iterations=20)
-    assert result.converged, result.message
-    truth = np.log([C, K_TRUE])
-    errors = (np.asarray(result.z) - truth) / np.asarray(result.std_z)
+    measured = closed_form_profile(np.radians(angles), C, K_TRUE)
+    measured += NOISE * rng.standard_normal(angles.size)
+    write_csv_atomic(tmp_path / "bore.csv", ["angle_deg", "radius_um"], [angles, 1e6 * measured])
+    rest = ('[[experiments]]\nname = "bore"\nprofile = "bore.csv"\n'
+            + PARAMETERS.format(clearance_initial=f"initial = {2 * C}")
+            + '[fit]\nglobal = "none"\nmax_iterations = 20\n')  # fmt: skip
+    job = write_job(tmp_path, k_start=2 * K_TRUE, wear_extra="updates = 1", rest=rest)
+    assert main(["fit", str(job), "--out", str(tmp_path / "fit")]) == 0
+    report = json.loads((tmp_path / "fit" / "result.json").read_text())
+    assert report["converged"], report["message"]
+    fitted = np.array([report["parameters"][n] for n in ("clearance", "k_bore")])
+    errors = np.log(fitted / [C, K_TRUE]) / np.asarray(report["relative_std"])
     assert np.all(np.abs(errors) < 2.58), errors  # within the 99 % intervals
-    # the noise is what is left: s ≈ 5 nm (in the experiment's µm)
-    assert 0.5 < math.sqrt(result.s2) / (NOISE / 1e-6) < 1.5, result.s2
+    assert 0.5 < math.sqrt(report["s2"]) / (NOISE / 1e-6) < 1.5, report["s2"]  # µm residuals
+
+
+def test_the_wear_command_writes_profiles_and_the_gradients(tmp_path):
+    """``diffmbs wear``: the bore's profile after 200 revolutions is the closed form's (the
+    strip's cells to 0.5 %); the depth control splits them into updates no deeper than its
+    step; the worn volume is linear in the coefficient (θ ∂V/∂θ = V) and its clearance
+    derivative is finite."""
+    job = write_job(tmp_path, wear_extra="max_depth_step_m = 4e-8",
+                    rest=PARAMETERS.format(clearance_initial=""))  # fmt: skip
+    assert main(["wear", str(job), "--out", str(tmp_path / "wear")]) == 0
+    out = tmp_path / "wear"
+    profile = np.genfromtxt(out / "profile.csv", delimiter=",", names=True)
+    cell = 360.0 / CELLS
+    np.testing.assert_allclose(profile["angle_deg"], (np.arange(CELLS) + 0.5) * cell)
+    expected = closed_form_profile(np.radians(profile["angle_deg"]), C, K_TRUE) - C
+    np.testing.assert_allclose(1e-6 * profile["bore_um"], expected, rtol=5e-3,
+                               atol=1e-3 * expected.max())  # fmt: skip
+    history = np.genfromtxt(out / "wear_history.csv", delimiter=",", names=True)
+    assert history["cycles"][-1] == REVOLUTIONS and len(history) >= 3
+    assert np.all(np.diff(history["bore_deepest_um"]) <= 0.04 * (1 + 1e-9))
+    report = json.loads((out / "result.json").read_text())
+    gradient = report["gradients"]
+    np.testing.assert_allclose(gradient["k_bore"]["volume_m3"], report["bore_volume_m3"],
+                               rtol=1e-4)  # fmt: skip
+    assert math.isfinite(gradient["clearance"]["deepest_m"])
+    assert (out / "wear.png").stat().st_size > 10_000
+
+
+def test_wear_jobs_name_what_is_wrong(tmp_path):
+    (tmp_path / "bad.csv").write_text("angle,radius_um\n0,1\n90,2\n")
+    (tmp_path / "nan.csv").write_text("angle_deg,radius_um\n0,1\n90,nan\n")
+    cases = {
+        '[[experiments]]\nname = "b"\nprofile = "bad.csv"\n' + PARAMETERS.format(
+            clearance_initial=""): "has the columns angle, radius_um; expected angle_deg",
+        '[[experiments]]\nname = "b"\nprofile = "nan.csv"\n' + PARAMETERS.format(
+            clearance_initial=""): "nan.csv row 2: radius_um is not a finite number",
+        '[[experiments]]\nname = "b"\nprofile = "nan.csv"\nprofile_surface = "shaft"\n':
+            "profile_surface: 'bore' or 'journal'",
+    }  # fmt: skip
+    for rest, message in cases.items():
+        job = write_job(tmp_path, rest=rest)
+        with pytest.raises(ValueError, match=message):
+            problem_from_job(load_job(job))
+    job = write_job(tmp_path, wear_extra="updates = 300")
+    with pytest.raises(ValueError, match="wear.cycles: 200 cycles cannot make 300 updates"):
+        load_job(job)
+    job = write_job(tmp_path)
+    job.write_text(job.read_text().replace('element = "bearing"', 'element = "bearings"'))
+    with pytest.raises(ValueError, match="wear.element: no force element 'bearings'"):
+        run_wear_job(job, tmp_path / "out", progress=False)
+    no_wear = tmp_path / "no_wear.toml"
+    no_wear.write_text('[model]\nname = "test_wear:_journal_model"\n[simulation]\n'
+                       'duration_s = 0.1\nsample_rate_hz = 1000.0\n[[experiments]]\n'
+                       'name = "b"\nprofile = "nan.csv"\n')  # fmt: skip
+    with pytest.raises(ValueError, match=r"experiments\[0\].profile: a wear profile needs the "
+                                         r"\[wear\] table"):  # fmt: skip
+        load_job(no_wear)
 
 
 def test_bad_input_names_the_item():

@@ -8,8 +8,9 @@ It sits on top of everything else (no module below imports it):
   shock-machine models, ``"multibody"`` from a description file, entry points of the group
   ``"diffmbs.models"``, or an import path ``"package.module:function"``);
 * :func:`problem_from_job`, :func:`run_fit_job`, :func:`run_sweep_job`,
-  :func:`run_sensitivity_job`, :func:`simulate_experiment`: what the commands do;
-* :func:`main`: ``diffmbs srs | simulate | fit | sweep | sensitivity``.
+  :func:`run_sensitivity_job`, :func:`run_wear_job`, :func:`simulate_experiment`: what the
+  commands do;
+* :func:`main`: ``diffmbs srs | simulate | fit | sweep | sensitivity | wear``.
 """
 
 from diffmbs.app._models import ENTRY_POINT_GROUP, MODELS, ModelSource, find_model
@@ -31,6 +32,8 @@ from diffmbs.app._schema import (
 )
 from diffmbs.app._sweep_job import join_processes, run_sweep_job
 from diffmbs.app._tables import ConfigError
+from diffmbs.app._wear_job import run_wear_job
+from diffmbs.app._wear_settings import WearSettings
 from diffmbs.app.cli import main
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "SRSSettings",
     "SimulationSettings",
     "SweepSettings",
+    "WearSettings",
     "find_model",
     "load_job",
     "main",
@@ -53,5 +57,6 @@ __all__ = [
     "run_sensitivity_job",
     "join_processes",
     "run_sweep_job",
+    "run_wear_job",
     "simulate_experiment",
 ]

@@ -43,6 +43,7 @@ from identification._problem import evaluate
 
 from ._schema import ExperimentSpec, Job, load_job
 from ._tables import ConfigError
+from ._wear_job import profile_experiment
 
 __all__ = [
     "output_lock",
@@ -119,6 +120,9 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
                "max_steps": sim.max_steps}  # fmt: skip
     experiments = []
     for i, spec in enumerate(job.experiments):
+        if spec.profile_path is not None:  # a worn surface's profile
+            experiments.append(profile_experiment(job, i, spec, options))
+            continue
         if spec.srs_path is None and spec.history_path is not None:  # a record alone
             experiments.append(_history_experiment(job, i, spec, None, options))
             continue
@@ -127,7 +131,7 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
             values = values * job.srs.scale
         elif measured:
             raise ConfigError(f"experiments[{i}]: a fit needs measured data: give 'srs' and/or "
-                              "'history'")  # fmt: skip
+                              "'history', or 'profile'")  # fmt: skip
         else:
             freqs = _frequencies(job, spec)
             values = np.ones_like(freqs)
@@ -333,6 +337,11 @@ def _check_initial_simulations(job: Job, problem: Problem) -> None:
     for spec in job.experiments:
         if np.all(np.isfinite(residuals[problem.residual_slices[spec.name]])):
             continue
+        if spec.profile_path is not None:
+            index = [e.name for e in job.experiments].index(spec.name)
+            raise ConfigError(f"experiments[{index}] ({spec.name}): the wear prediction at the "
+                              "initial parameters is not finite; raise [simulation] max_steps "
+                              "(per simulated cycle) or loosen rtol/atol")  # fmt: skip
         model = problem.model(problem.initial_z, spec.name)
         solution = simulate(model, *model.initial_state(), sim.sample_times(), rtol=sim.rtol,
                             atol=sim.atol, max_steps=sim.max_steps, throw=False)  # fmt: skip

@@ -32,6 +32,14 @@ sweeps and sensitivities the parameters::
                                      # the record's anti-alias filter (diffmbs.recorder),
                                      # applied to the simulated sensor too
     model = { drop_height_ft = 1.0 } # per-test options (and parameters), on top of [model]
+    profile = "bore_profile.csv"     # or a worn surface's profile: angle_deg, radius_um columns
+    profile_surface = "bore"         # (the bore's radius minus the journal's nominal one) or
+                                     # "journal" (its loss of radius); needs [wear]
+
+    [wear]                           # many cycles: diffmbs/app/_wear_settings.py
+    element = "C"
+    period_s = 0.6
+    cycles = 1000000
 
     [[parameters]]
     name = "k_channel"               # label in reports
@@ -62,6 +70,7 @@ starts with the key at fault, e.g. ``experiments[1].srs: file not found: ...``.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,6 +98,7 @@ from ._tables import (
     read_string,
     table_of,
 )
+from ._wear_settings import WearSettings
 
 __all__ = [
     "FIT_METHODS",
@@ -114,12 +124,15 @@ class SimulationSettings:
     max_steps: int = 200_000
 
     @classmethod
-    def from_table(cls, table: Mapping[str, Any], where: str = "simulation"):
+    def from_table(cls, table: Mapping[str, Any], where: str = "simulation", window: bool = True):
+        """``window=False`` (a wear job): ``duration_s`` and ``sample_rate_hz`` optional (the
+        ``[wear]`` cycles set the time), NaN when absent."""
         keys = {"duration_s", "sample_rate_hz", "sensor", "rtol", "atol", "max_steps"}
         check_keys(table, keys, where)
+        optional = None if window else math.nan
         return cls(
-            duration_s=read_number(table, "duration_s", where),
-            sample_rate_hz=read_number(table, "sample_rate_hz", where),
+            duration_s=read_number(table, "duration_s", where, optional),
+            sample_rate_hz=read_number(table, "sample_rate_hz", where, optional),
             sensor=read_string(table, "sensor", where, "equipment_acceleration"),
             rtol=read_number(table, "rtol", where, cls.rtol),
             atol=read_number(table, "atol", where, cls.atol),
@@ -216,7 +229,7 @@ class ExperimentSpec:
     and/or its measured time history (``history_path``, its channel ``history_channel`` where
     it has several, fitted jointly with the SRS with the relative weight ``history_weight``;
     ``history_units`` of a CSV record, default the ``[srs]`` units; the ``recorder`` it went
-    through)."""
+    through), or a worn surface's measured profile (``profile_path``, ``profile_surface``)."""
 
     name: str
     model: MechanicalSystem
@@ -227,6 +240,8 @@ class ExperimentSpec:
     history_channel: str | None = None
     history_units: str | None = None
     recorder: Recorder | None = None
+    profile_path: Path | None = None
+    profile_surface: str = "bore"
 
 
 @dataclass(frozen=True)
@@ -242,6 +257,7 @@ class Job:
     parameters: ParameterSpace | None
     fit: FitSettings
     sweep: SweepSettings
+    wear: WearSettings | None = None
 
     def require_parameters(self) -> ParameterSpace:
         if self.parameters is None:
@@ -249,7 +265,7 @@ class Job:
         return self.parameters
 
 
-JOB_KEYS = {"model", "simulation", "srs", "experiments", "parameters", "fit", "sweep"}
+JOB_KEYS = {"model", "simulation", "srs", "experiments", "parameters", "fit", "sweep", "wear"}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -273,7 +289,8 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
     for i, table in enumerate(tables):
         where = f"experiments[{i}]"
         check_keys(table, {"name", "srs", "model", "history", "history_channel",
-                           "history_weight", "history_units", "recorder"}, where)  # fmt: skip
+                           "history_weight", "history_units", "recorder", "profile",
+                           "profile_surface"}, where)  # fmt: skip
         exp_name = read_string(table, "name", where)
         if exp_name in seen:
             raise ConfigError(f"{where}.name: duplicate experiment name {exp_name!r}")
@@ -310,11 +327,22 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
         if (units is not None or recorder is not None) and history_path is None:
             raise ConfigError(f"{where}: history_units and recorder describe a 'history' record; "
                               "give one")  # fmt: skip
+        profile_path = None
+        if "profile" in table:
+            if srs_path is not None or history_path is not None:
+                raise ConfigError(f"{where}.profile: a wear profile is an experiment of its own; "
+                                  "give it without srs and history")  # fmt: skip
+            profile_path = (base_dir / read_string(table, "profile", where)).resolve()
+            if not profile_path.is_file():
+                raise ConfigError(f"{where}.profile: file not found: {profile_path}")
+        surface = read_string(table, "profile_surface", where, "bore")
+        if surface not in ("bore", "journal"):
+            raise ConfigError(f"{where}.profile_surface: 'bore' or 'journal', got {surface!r}")
         if parameters:
             options["parameters"] = parameters
         experiments.append(
             ExperimentSpec(exp_name, model, options, srs_path, history_path, weight, channel,
-                           units, recorder)  # fmt: skip
+                           units, recorder, profile_path, surface)  # fmt: skip
         )
     return tuple(experiments)
 
@@ -423,16 +451,22 @@ def load_job(path) -> Job:
     if "name" not in model_table:
         raise ConfigError(f"model.name: missing; one of {', '.join(MODELS)} or an import path")
     model_name = read_string(model_table, "name", "model")
-    if "simulation" not in raw:
+    wear = WearSettings.from_table(table_of(raw["wear"], "wear")) if "wear" in raw else None
+    if "simulation" not in raw and wear is None:
         raise ConfigError("simulation: missing table (duration_s, sample_rate_hz, sensor)")
     experiments = _experiments(raw, model_table, path.parent)
+    for i, spec in enumerate(experiments):
+        if spec.profile_path is not None and wear is None:
+            raise ConfigError(f"experiments[{i}].profile: a wear profile needs the [wear] table "
+                              "(element, period_s, cycles)")  # fmt: skip
     return Job(
         path=path,
         model_name=model_name,
-        simulation=SimulationSettings.from_table(raw["simulation"]),
+        simulation=SimulationSettings.from_table(raw.get("simulation", {}), window=wear is None),
         srs=SRSSettings.from_table(raw.get("srs", {})),
         experiments=experiments,
         parameters=_parameters(raw.get("parameters"), experiments),
         fit=FitSettings.from_table(raw.get("fit", {})),
         sweep=SweepSettings.from_table(raw.get("sweep", {})),
+        wear=wear,
     )

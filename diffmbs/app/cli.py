@@ -32,6 +32,7 @@ from ._runs import (
 from ._schema import load_job
 from ._srs_command import add_srs_command, run_srs
 from ._sweep_job import join_processes, run_sweep_job
+from ._wear_job import add_wear_command
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -48,7 +49,7 @@ class _Parser(argparse.ArgumentParser):
 JOB_FILE_HELP = """\
 The job file (TOML) names the model: a lumped shock-machine model, "multibody" with a model
 description file, an installed model (entry point "diffmbs.models") or "package.module:function";
-then [simulation], [srs], [[experiments]], [[parameters]], [fit] and [sweep]. See
+then [simulation], [srs], [[experiments]], [[parameters]], [fit], [sweep] and [wear]. See
 diffmbs/app/_schema.py, data/mwsm/fit_demo.toml and data/multibody/drop_fit.toml.
 """
 
@@ -259,6 +260,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     "fit": add_fit_command,
     "sweep": add_sweep_command,
     "sensitivity": add_sensitivity_command,
+    "wear": lambda subparsers: add_wear_command(subparsers, _add_job_command),
 }
 """Command name → function adding its sub-parser (which sets ``run``)."""
 
