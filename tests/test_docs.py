@@ -92,7 +92,8 @@ def _reference_sections() -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "table",
-    ["job", "[simulation]", "[srs]", "[[experiments]]", "[[parameters]]", "[fit]", "[sweep]"],
+    ["job", "[simulation]", "[srs]", "[[experiments]]", "[[parameters]]", "[fit]", "[sweep]",
+     "[wear]"],  # fmt: skip
 )
 def test_job_file_reference_documents_every_accepted_key(tmp_path, table):
     accepted = _accepted_keys(tmp_path, table)

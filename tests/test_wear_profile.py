@@ -122,13 +122,11 @@ def test_a_job_fits_the_wear_coefficient_and_the_clearance_to_a_closed_form_prof
     assert 0.5 < math.sqrt(report["s2"]) / (NOISE / 1e-6) < 1.5, report["s2"]  # µm residuals
 
 
-def test_the_wear_command_writes_profiles_and_the_gradients(tmp_path):
+def test_the_wear_command_writes_the_profiles(tmp_path):
     """``diffmbs wear``: the bore's profile after 200 revolutions is the closed form's (the
     strip's cells to 0.5 %); the depth control splits them into updates no deeper than its
-    step; the worn volume is linear in the coefficient (θ ∂V/∂θ = V) and its clearance
-    derivative is finite."""
-    job = write_job(tmp_path, wear_extra="max_depth_step_m = 4e-8",
-                    rest=PARAMETERS.format(clearance_initial=""))  # fmt: skip
+    step. (Its gradients: notebooks/03b_wear.ipynb, in the suite.)"""
+    job = write_job(tmp_path, wear_extra="max_depth_step_m = 4e-8")
     assert main(["wear", str(job), "--out", str(tmp_path / "wear")]) == 0
     out = tmp_path / "wear"
     profile = np.genfromtxt(out / "profile.csv", delimiter=",", names=True)
@@ -141,10 +139,8 @@ def test_the_wear_command_writes_profiles_and_the_gradients(tmp_path):
     assert history["cycles"][-1] == REVOLUTIONS and len(history) >= 3
     assert np.all(np.diff(history["bore_deepest_um"]) <= 0.04 * (1 + 1e-9))
     report = json.loads((out / "result.json").read_text())
-    gradient = report["gradients"]
-    np.testing.assert_allclose(gradient["k_bore"]["volume_m3"], report["bore_volume_m3"],
-                               rtol=1e-4)  # fmt: skip
-    assert math.isfinite(gradient["clearance"]["deepest_m"])
+    np.testing.assert_allclose(report["bore_deepest_m"], expected.max(), rtol=5e-3)
+    assert "gradients" not in report  # no [[parameters]]
     assert (out / "wear.png").stat().st_size > 10_000
 
 

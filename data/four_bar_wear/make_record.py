@@ -26,10 +26,13 @@ from pathlib import Path
 import numpy as np
 
 import diffmbs
-from diffmbs.io import write_csv_atomic
-from diffmbs.models.four_bar import four_bar_with_wear
-from diffmbs.multibody import in_joint_coordinates
-from diffmbs.wear import interpolate_periodic, predict_wear
+
+diffmbs.configure()  # before the model module computes its constants
+
+from diffmbs.io import write_csv_atomic  # noqa: E402
+from diffmbs.models.four_bar import four_bar_with_wear  # noqa: E402
+from diffmbs.multibody import in_joint_coordinates  # noqa: E402
+from diffmbs.wear import interpolate_periodic, predict_wear  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SPEED_RPM = 100.0
@@ -56,7 +59,6 @@ def truth_profile(progress: bool = True):
 
 
 def main() -> None:
-    diffmbs.configure()
     angles, radius = truth_profile()
     measured = radius + NOISE * np.random.default_rng(SEED).standard_normal(radius.size)
     write_csv_atomic(HERE / "bore_profile.csv", ["angle_deg", "radius_um"],
