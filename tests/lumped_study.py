@@ -119,7 +119,8 @@ def assess(p: idf.Problem, result: idf.FitResult, truth: dict[str, float]) -> di
     """The fit against the truth: the truth basin's minimum (LM started at the truth), the
     loss ratio, and for each parameter reported as estimated (identifiable, not at a bound)
     whether the truth lies in its 95 % interval ``ẑ ± 1.96 σ_z``, and its relative error."""
-    at_truth = idf.fit(p, z0=truth_z(p, truth), max_iterations=40, progress=False)
+    at_truth = idf.fit(p, z0=truth_z(p, truth), max_iterations=40, progress=False,
+                       solver_checks=0)  # only its loss is used
     basin = min(at_truth.loss, result.loss)
     zt = truth_z(p, truth)
     covered, error = {}, {}

@@ -189,7 +189,7 @@ def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     assert longer.search["best_history"][:6] == whole.search["best_history"]
 
 
-@pytest.mark.long
+@pytest.mark.slow  # ~30 s: make test-slow; profiles, NUTS: test_identification, test_posterior
 def test_report_carries_profiles_and_a_posterior_on_request(tmp_path):
     text = (FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04")
             .replace("population = 8\ngenerations = 6\nrefine = 1\n",

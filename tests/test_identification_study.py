@@ -38,7 +38,7 @@ def test_global_fit_reaches_the_truth_basin_from_starts_2_to_5x_off(kind, seed):
     start = study.start_from(truth, rng)
     data = study.own_data(truth, rng) if kind == "calibration" else study.reference_data(truth, rng)
     problem = study.problem(data, start)
-    plain = idf.fit(problem, max_iterations=25, progress=False)
+    plain = idf.fit(problem, max_iterations=25, progress=False, solver_checks=0)
     result = idf.global_fit(problem, SEARCH, n_refine=1, seed=seed, progress=False)
     a = study.assess(problem, result, truth)
     assert a["ratio"] <= 1.1, a

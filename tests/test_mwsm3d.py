@@ -146,6 +146,7 @@ def pendulum_fall_time(drop: float) -> float:
 
 
 @LUMPED_RUNS
+@pytest.mark.slow  # 1.5 s of the 3-D machine (~30 s): make test-slow; notebook 02 runs a release
 def test_hammer_falls_in_the_pendulum_time_at_the_energy_balance_speed():
     """Released from 2 ft with the bed springs undamped: energy is conserved through the fall,
     the blow comes at the fall time of the pendulum on a fixed pivot, at the speed its energy

@@ -65,6 +65,7 @@ def _cycle(velocity):
 
 
 @SHARED
+@pytest.mark.slow  # a second of chaotic impacts, ~40 s: make test-slow (notebook 03 runs it)
 def test_clearance_lengthens_the_period_and_lowers_the_amplitude_more_in_velocity(tmp_path):
     """The source's observations over its 1 s (restitution 0.9): with 0.5 mm of clearance the
     journal falls from the bearing's centre and bounces around inside it (its centre within the

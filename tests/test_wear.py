@@ -139,7 +139,8 @@ def test_many_cycles_extrapolate_the_settled_rate_under_the_depth_step():
     """1000 revolutions from 2 simulated per update, no cell deepening by more than 3 nm per
     update: the journal's uniform loss k P/L per revolution and the bore's strip, times 1000;
     then the reverse-mode gradient of the worn volumes through the updates (schedule held; one
-    compiled adjoint for the scan of updates): linear in k, and as central differences."""
+    compiled adjoint for the scan of updates): linear in k (``k ∂V/∂k = V``), each surface's
+    volume independent of the other's coefficient."""
     k = (1e-16, 3e-16)
     model = _journal_model(wear_coefficient=k)
     q0, v0 = model.initial_state()
@@ -166,8 +167,5 @@ def test_many_cycles_extrapolate_the_settled_rate_under_the_depth_step():
     x = jnp.log(jnp.asarray(k))
     jac = np.asarray(jax.jacrev(volumes)(x))
     np.testing.assert_allclose(np.diag(jac), volumes(x), rtol=1e-4)  # linear in k
-    step = 1e-3
-    dx = jnp.array([step, 0.0])  # the bore's coefficient; the journal's column is alike
-    fd = (np.asarray(volumes(x + dx)) - np.asarray(volumes(x - dx))) / (2 * step)
-    # the differences' noise: the solver's atol (1e-12 m) against sums of ~1e-7 m
-    np.testing.assert_allclose(jac[:, 0], fd, rtol=1e-4, atol=1e-4 * np.abs(jac).max())
+    # each surface's wear does not feed back into the other's over these nanometres
+    assert np.all(np.abs(jac[[0, 1], [1, 0]]) < 1e-4 * np.diag(jac))
