@@ -99,6 +99,7 @@ def _free_port() -> int:
 
 
 @SWEEP
+@pytest.mark.slow  # two processes over Gloo, ~25 s: make test-slow
 def test_two_processes_split_the_sweep_and_agree_with_one(tmp_path, one_process):
     """``diffmbs sweep --coordinator 127.0.0.1:PORT --processes 2 --process-id I``: two CPU
     processes (one device each) compute half of each chunk and gather the other half over

@@ -106,13 +106,13 @@ def run_wear_job(job: Job | str | Path, out_dir, *, progress: bool = True) -> di
     bore, journal = np.asarray(worn.bore), np.asarray(worn.journal)
     write_csv_atomic(out_dir / "profile.csv", ["angle_deg", "bore_um", "journal_um"],
                      [angles, 1e6 * bore[-1], 1e6 * journal[-1]])  # fmt: skip
-    volume = _worn_volumes(joint)
+    areas = _cell_areas(joint)
     write_csv_atomic(
         out_dir / "wear_history.csv",
         ["cycles", "bore_deepest_um", "journal_deepest_um", "bore_volume_mm3",
          "journal_volume_mm3"],
         [np.asarray(worn.cycles, float), 1e6 * bore.max(axis=1), 1e6 * journal.max(axis=1),
-         1e9 * volume[0] * bore.sum(axis=1), 1e9 * volume[1] * journal.sum(axis=1)],
+         1e9 * areas[0] * bore.sum(axis=1), 1e9 * areas[1] * journal.sum(axis=1)],
     )  # fmt: skip
     _plot(out_dir / "wear.png", angles, worn, wear.element)
     report = {
@@ -123,17 +123,17 @@ def run_wear_job(job: Job | str | Path, out_dir, *, progress: bool = True) -> di
         "seconds": seconds,
         "bore_deepest_m": float(bore[-1].max()),
         "journal_deepest_m": float(journal[-1].max()),
-        "bore_volume_m3": float(volume[0] * bore[-1].sum()),
-        "journal_volume_m3": float(volume[1] * journal[-1].sum()),
+        "bore_volume_m3": float(areas[0] * bore[-1].sum()),
+        "journal_volume_m3": float(areas[1] * journal[-1].sum()),
     }
     if job.parameters is not None:
-        report["gradients"] = _gradients(job, spec, worn.schedule, settings, volume[0])
+        report["gradients"] = _gradients(job, spec, worn.schedule, settings, areas[0])
     atomic_write(out_dir / "result.json", json.dumps(report, indent=2) + "\n")
     return report
 
 
-def _worn_volumes(joint) -> tuple[float, float]:
-    """m³ per metre of depth summed over the cells: ``(bore, journal)`` cell areas."""
+def _cell_areas(joint) -> tuple[float, float]:
+    """The area of one cell (m²) of the bore and of the journal: worn volume = area × Σ depth."""
     arc = 2.0 * np.pi / joint.cells * float(joint.length)
     r = float(joint.journal_radius)
     return arc * (r + float(joint.clearance)), arc * r
