@@ -17,6 +17,7 @@ from diffmbs.derivatives import (
     check_derivatives,
 )
 from diffmbs.integrate import (
+    ForwardSensitivity,
     RosenbrockW,
     SimulationError,
     SimulationOptions,
@@ -33,6 +34,7 @@ __all__ = [
     "configure",
     "DerivativeCheckError",
     "DerivativeReport",
+    "ForwardSensitivity",
     "MechanicalSystem",
     "RosenbrockW",
     "SimulationError",

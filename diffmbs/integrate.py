@@ -23,7 +23,11 @@ Solvers and adjoints are ``diffrax`` objects, swappable:
   for implicit solvers or when that store would exceed :data:`DISCRETE_ADJOINT_MAX_FLOATS`.
   The code here has no ``while_loop`` in a differentiated path: fixed-count loops are Python
   loops. Forward mode (``jax.jvp``/``jax.jacfwd``, efficient for a handful of parameters) needs
-  ``adjoint=diffrax.ForwardMode()``: both reverse-mode adjoints are ``custom_vjp`` functions.
+  ``adjoint=ForwardSensitivity()`` (the tangents under the controller's error control with
+  the state: right where the steps resolve the motion but not its sensitivity, a journal
+  riding its bore, stuck friction) or ``diffrax.ForwardMode()`` (tangents carried along the
+  state's steps: cheaper, exact for the steps taken, wrong by orders of magnitude there);
+  both reverse-mode adjoints are ``custom_vjp`` functions.
 
 Failures. The solve runs with ``throw=False``; afterwards the result is classified
 (:data:`FAILURES`: maximum number of steps, step-size collapse below ``dtmin``, other solver
@@ -63,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs._forward_sensitivity import ForwardSensitivity, solve_with_forward_sensitivity
 from diffmbs._options import DEFAULT_MAX_STEPS, SimulationOptions
 from diffmbs._phases import SolverPhases, integrate_phases
 from diffmbs._projection import ProjectedSolver
@@ -95,6 +100,7 @@ __all__ = [
     "DISCRETE_ADJOINT_MAX_FLOATS",
     "DTMIN_FRACTION",
     "FAILURES",
+    "ForwardSensitivity",
     "RosenbrockW",
     "SimulationError",
     "SimulationOptions",
@@ -306,6 +312,11 @@ def _integrate(vector_field, args, y0, ts, t0, solver, adjoint, controller, dt0,
             ys, end = solve_with_discrete_adjoint(
                 (params, y0_), static, vector_field, solver_, controller, ts_, t0_, dt0,
                 max_steps, adjoint_,
+            )
+        elif isinstance(adjoint_, ForwardSensitivity):
+            ys, end = solve_with_forward_sensitivity(
+                (params, y0_), static=static, vector_field=vector_field, solver=solver_,
+                controller=controller, ts=ts_, t0=t0_, dt0=dt0, max_steps=max_steps,
             )
         else:
             (ys, end), _ = forward_solve(

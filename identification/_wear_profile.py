@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
+from diffmbs.integrate import ForwardSensitivity
 from diffmbs.wear import interpolate_periodic, predict_wear, wear_element
 from identification._experiments import AbstractExperiment, _default_simulate_kwargs, _vector
 
@@ -45,8 +46,10 @@ class WearProfileExperiment(AbstractExperiment):
     - ``period`` (s, the motion's), ``schedule`` (the updates' cycles, adding up to the cycles
       worn), ``settle_cycles`` and ``cycles_per_update``: :func:`~diffmbs.wear.predict_wear`'s;
     - ``weights`` ``(n,)``, ``scale`` (m, default 1 µm: residuals in micrometres);
-    - ``simulate_kwargs``: :func:`diffmbs.simulate`'s (default forward-mode derivatives and
-      ``throw=False``).
+    - ``simulate_kwargs``: :func:`diffmbs.simulate`'s (default ``throw=False`` and
+      forward-mode derivatives under error control, :class:`diffmbs.ForwardSensitivity`: a
+      journal riding its bore is quasi-static, and tangents carried along the state's steps
+      are wrong there).
     """
 
     name: str = eqx.field(static=True)
@@ -110,7 +113,8 @@ class WearProfileExperiment(AbstractExperiment):
         self.settle_cycles = int(settle_cycles)
         self.cycles_per_update = int(cycles_per_update)
         self.scale = float(scale)
-        self.simulate_kwargs = _default_simulate_kwargs(simulate_kwargs)
+        self.simulate_kwargs = _default_simulate_kwargs({"adjoint": ForwardSensitivity(),
+                                                       **(simulate_kwargs or {})})
 
     @property
     def cycles(self) -> int:

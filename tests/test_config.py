@@ -67,6 +67,11 @@ def test_demo_job_loads_with_per_test_models():
         ('name = "a"', "name = 3", r"experiments\[0\]\.name"),
         ("[srs]", "[srss]", r"job\.srss: unknown key"),
         ('sensor = "equipment_acceleration"', "sensor = 1", r"simulation\.sensor"),
+        (
+            'sensor = "equipment_acceleration"',
+            'sensor = "equipment_acceleration"\nderivatives = "exact"',
+            r"^simulation\.derivatives: 'exact' is not one of steps, controlled$",
+        ),
         # Model options out of their physical range name the option, not a later symptom.
         (
             "channel_hz = 60.0",

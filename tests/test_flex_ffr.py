@@ -12,6 +12,8 @@ References, none from the code under test:
 - a rigid body integrated with SciPy (Euler's equations about the centre of mass).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,9 +45,19 @@ RHO, WIDTH, HEIGHT, L1, L2 = 7850.0, 0.03, 0.02, 0.5, 0.3
 SECTION = RectangularSection(WIDTH, HEIGHT)
 NODES = np.array([[0, 0, 0], [L1 / 2, 0, 0], [L1, 0, 0], [L1, L2 / 2, 0], [L1, L2, 0]], float)
 BEAM = BeamModel(NODES, [(0, 1), (1, 2), (2, 3), (3, 4)], SECTION, Material(210e9, RHO, 0.3))
-FE = BEAM.assemble()
-DATA = modal_data(FE, FreeFreeModes(n_modes=3)(FE))
-RIGID = modal_data(FE, FreeFreeModes(n_modes=0)(FE))
+
+
+@functools.cache  # built on first use, not at collection (every test worker imports this file)
+def fe():
+    return BEAM.assemble()
+
+
+@functools.cache
+def free_modes(n):
+    """The frame's modal data with ``n`` free–free elastic modes."""
+    return modal_data(fe(), FreeFreeModes(n_modes=n)(fe()))
+
+
 TIP = 4
 
 
@@ -88,7 +100,7 @@ def frame_mass_properties():
 
 def test_invariants_match_rod_formulas_and_mean_axes():
     mass, com, inertia_g = frame_mass_properties()
-    inv = DATA.invariants
+    inv = free_modes(3).invariants
     assert float(inv.mass) == pytest.approx(mass, rel=1e-13)
     np.testing.assert_allclose(np.asarray(inv.first_moment), mass * com, rtol=1e-13, atol=1e-15)
     inertia_o = inertia_g + mass * (com @ com * np.eye(3) - np.outer(com, com))
@@ -111,8 +123,8 @@ def random_state(key, m):
 
 
 def test_quadratic_velocity_forces_match_autodiff_of_the_kinetic_energy():
-    body = FreeModalBody.from_modal_data(DATA)
-    inv = DATA.invariants
+    body = FreeModalBody.from_modal_data(free_modes(3))
+    inv = free_modes(3).invariants
     q, v = random_state(0, 3)
 
     def mass(q_):
@@ -153,8 +165,8 @@ def quat_matrix_jnp(p):
 
 
 def test_node_kinematics_are_time_derivatives_and_forces_do_virtual_work():
-    body = FreeModalBody.from_modal_data(DATA, gravity=(0.0, 0.0, -9.81))
-    node = DATA.node(TIP)
+    body = FreeModalBody.from_modal_data(free_modes(3), gravity=(0.0, 0.0, -9.81))
+    node = free_modes(3).node(TIP)
     q, v = random_state(1, 3)
     vdot = jax.random.normal(jax.random.PRNGKey(5), v.shape) * jnp.concatenate(
         [jnp.ones(6), 1e3 * jnp.ones(3)]
@@ -187,7 +199,7 @@ def test_node_kinematics_are_time_derivatives_and_forces_do_virtual_work():
     gen = node_generalized_force(a, q[7:], node, force, moment)
     power = force @ vel(q, v) + moment @ omega
     assert float(gen @ v) == pytest.approx(float(power), rel=1e-12)
-    inv = DATA.invariants
+    inv = free_modes(3).invariants
     com = lambda q_: q_[:3] * inv.mass + quat_matrix_jnp(q_[3:7]) @ inv.first_moment_at(q_[7:])
     weight = ffr_gravity_forces(inv, q[7:], a, body.gravity)
     assert float(weight @ v) == pytest.approx(
@@ -199,9 +211,9 @@ TS = jnp.linspace(0.0, 0.04, 401)
 
 
 def test_free_vibration_frequency_equals_the_fe_eigenvalue():
-    lam = scipy.linalg.eigh(np.asarray(FE.stiffness), np.asarray(FE.mass), eigvals_only=True)
+    lam = scipy.linalg.eigh(np.asarray(fe().stiffness), np.asarray(fe().mass), eigvals_only=True)
     omega = np.sqrt(lam[6])
-    body = FreeModalBody.from_modal_data(DATA)
+    body = FreeModalBody.from_modal_data(free_modes(3))
     amp = 1e-6
     q0, v0 = body.initial_state(qdot_f=(amp, 0.0, 0.0))
     sol = simulate(body, q0, v0, TS, rtol=1e-10, atol=1e-14)
@@ -213,8 +225,8 @@ def test_free_vibration_frequency_equals_the_fe_eigenvalue():
 
 
 def test_free_tumbling_body_conserves_energy_and_momentum():
-    body = FreeModalBody.from_modal_data(DATA)
-    inv = DATA.invariants
+    body = FreeModalBody.from_modal_data(free_modes(3))
+    inv = free_modes(3).invariants
     q0, v0 = body.initial_state(
         position=(0.1, -0.2, 0.3),
         quaternion=(0.9, 0.1, -0.3, 0.2),
@@ -250,7 +262,7 @@ def test_free_tumbling_body_conserves_energy_and_momentum():
 def test_zero_modes_is_a_rigid_body():
     mass, com, inertia_g = frame_mass_properties()
     g = np.array([0.0, 0.0, -9.81])
-    body = FreeModalBody.from_modal_data(RIGID, gravity=g)
+    body = FreeModalBody.from_modal_data(free_modes(0), gravity=g)
     assert body.n_modes == 0
     p0 = np.array([0.9, 0.1, -0.3, 0.2]) / np.linalg.norm([0.9, 0.1, -0.3, 0.2])
     r0, rdot0, w0 = np.array([0.1, 0.0, 1.0]), np.array([0.3, -0.2, 2.0]), np.array([2, -3, 5.0])

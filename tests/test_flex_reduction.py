@@ -6,6 +6,8 @@ Euler–Bernoulli cantilever (0.6131, 0.1883, 0.0647: Γₙ² / (m ∫φₙ²) w
 shapes, integrated here with numpy); eigenvalues from scipy.linalg.eigh of the full matrices.
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import numpy as np
@@ -39,14 +41,20 @@ P = UPE100.properties()
 LENGTH, N_EL, LOAD = 1.2, 8, 5e3
 NODES, ELEMENTS = beam_line([0.0, 0.0, 0.0], [LENGTH, 0.0, 0.0], N_EL)
 BEAM = BeamModel(NODES, ELEMENTS, UPE100, STEEL, theory=Timoshenko())
-FE = BEAM.assemble()
-ROOT, TIP = FE.dofs(0), FE.dofs(N_EL)
+
+
+@functools.cache  # built on first use, not at collection (every test worker imports this file)
+def fe():
+    return BEAM.assemble()
+
+
+ROOT, TIP = tuple(range(6)), tuple(range(6 * N_EL, 6 * N_EL + 6))  # fe().dofs(0), (N_EL)
 E, G = 210e9, float(STEEL.G)
 
 
 def static_tip(basis, comp):
     """Reduced static solution for a tip load along ``comp``; returns (u, q)."""
-    f = np.zeros(FE.n_dof)
+    f = np.zeros(fe().n_dof)
     f[TIP[comp]] = LOAD
     shapes = np.asarray(basis.shapes)
     q = np.linalg.solve(np.asarray(basis.stiffness), shapes.T @ f)
@@ -59,7 +67,7 @@ def exact_tip(inertia, shear_area):
 
 @pytest.mark.parametrize("orthonormalize", [True, False])
 def test_craig_bampton_static_response_is_exact(orthonormalize):
-    basis = CraigBampton(TIP, n_modes=2, fixed=ROOT, orthonormalize=orthonormalize)(FE)
+    basis = CraigBampton(TIP, n_modes=2, fixed=ROOT, orthonormalize=orthonormalize)(fe())
     assert basis.n_modes == 6 + 2 and basis.orthonormal == orthonormalize
     for comp, inertia, shear in ((2, P.iy, P.shear_area_z), (1, P.iz, P.shear_area_y)):
         u, _ = static_tip(basis, comp)
@@ -70,14 +78,14 @@ def test_normal_modes_static_response_converges_with_mode_count():
     exact = exact_tip(float(P.iy), float(P.shear_area_z))
     errors = []
     for n in (1, 4, 8, 16, 24):
-        u, _ = static_tip(FixedInterfaceModes(ROOT, n_modes=n)(FE), 2)
+        u, _ = static_tip(FixedInterfaceModes(ROOT, n_modes=n)(fe()), 2)
         errors.append(abs(u[TIP[2]] / exact - 1))
     assert np.all(np.diff(errors) <= 1e-15) and errors[0] > 1e-2 and errors[-1] < 1e-3
     assert errors[-1] < errors[0] / 30
 
 
 def test_root_bending_stress_from_modal_stresses():
-    basis = CraigBampton(TIP, n_modes=2, fixed=ROOT)(FE)
+    basis = CraigBampton(TIP, n_modes=2, fixed=ROOT)(fe())
     points = section_stress_points(BEAM, element=0, xi=0.0)
     s = np.asarray(beam_stress_modes(BEAM, basis, points))
     y = np.array([float(p.y) for p in points])
@@ -99,7 +107,7 @@ def test_stress_from_normal_modes_converges():
     exact = -LOAD * LENGTH * float(points[0].z) / float(P.iy)
     errors = []
     for n in (2, 8, 24):
-        basis = FixedInterfaceModes(ROOT, n_modes=n)(FE)
+        basis = FixedInterfaceModes(ROOT, n_modes=n)(fe())
         _, q = static_tip(basis, 2)
         errors.append(abs(float((beam_stress_modes(BEAM, basis, points) @ q)[0]) / exact - 1))
     assert errors[0] > errors[1] > errors[2] and errors[2] < 0.03
@@ -139,25 +147,25 @@ def test_report_effective_masses_of_a_slender_cantilever():
 
 
 def test_cutoff_selection_counts_modes_and_needs_concrete_matrices():
-    k, m = np.asarray(FE.stiffness), np.asarray(FE.mass)
-    free = np.setdiff1d(np.arange(FE.n_dof), ROOT)
+    k, m = np.asarray(fe().stiffness), np.asarray(fe().mass)
+    free = np.setdiff1d(np.arange(fe().n_dof), ROOT)
     freq = np.sqrt(scipy.linalg.eigh(k[np.ix_(free, free)], m[np.ix_(free, free)])[0]) / (2 * np.pi)
     cutoff = 0.5 * (freq[4] + freq[5])
-    basis = FixedInterfaceModes(ROOT, cutoff_hz=cutoff)(FE)
+    basis = FixedInterfaceModes(ROOT, cutoff_hz=cutoff)(fe())
     assert basis.n_modes == 5
     np.testing.assert_allclose(np.asarray(basis.frequencies_hz()), freq[:5], rtol=1e-10)
     with pytest.raises(FlexDataError, match="cutoff_hz"):
-        jax.jit(lambda fe: FixedInterfaceModes(ROOT, cutoff_hz=cutoff)(fe).shapes)(FE)
+        jax.jit(lambda fe: FixedInterfaceModes(ROOT, cutoff_hz=cutoff)(fe).shapes)(fe())
 
 
 def test_free_free_modes_are_mean_axis_and_orthonormal():
-    basis = FreeFreeModes(n_modes=6)(FE)
-    shapes, k, m = (np.asarray(x) for x in (basis.shapes, FE.stiffness, FE.mass))
+    basis = FreeFreeModes(n_modes=6)(fe())
+    shapes, k, m = (np.asarray(x) for x in (basis.shapes, fe().stiffness, fe().mass))
     np.testing.assert_allclose(shapes.T @ m @ shapes, np.eye(6), atol=1e-10)
     lam_kept = np.asarray(basis.stiffness).diagonal()
     np.testing.assert_allclose(shapes.T @ k @ shapes, np.diag(lam_kept), atol=1e-11 * lam_kept[-1])
     # Mass-orthogonal to the six rigid-body motions: Tisserand mean axes.
-    rigid = np.asarray(rigid_body_modes(FE))
+    rigid = np.asarray(rigid_body_modes(fe()))
     assert np.max(np.abs(shapes.T @ m @ rigid)) < 1e-10 * np.max(np.abs(m @ rigid))
     lam = scipy.linalg.eigh(k, m, eigvals_only=True)
     np.testing.assert_allclose(np.diag(np.asarray(basis.stiffness)), lam[6:12], rtol=1e-9)
@@ -165,12 +173,12 @@ def test_free_free_modes_are_mean_axis_and_orthonormal():
 
 def test_craig_bampton_free_floating_spans_static_modes():
     # Interface at both ends, no support: rigid-body content removed, 12 + 3 − 6 shapes.
-    basis = CraigBampton(ROOT + TIP, n_modes=3)(FE)
+    basis = CraigBampton(ROOT + TIP, n_modes=3)(fe())
     assert basis.n_modes == 9 and basis.kinds == ("craig-bampton",) * 9
-    shapes, m = np.asarray(basis.shapes), np.asarray(FE.mass)
+    shapes, m = np.asarray(basis.shapes), np.asarray(fe().mass)
     np.testing.assert_allclose(shapes.T @ m @ shapes, np.eye(9), atol=1e-10)
     # The lowest free–free frequency is approximated from above.
-    exact = FreeFreeModes(n_modes=1)(FE).frequencies_hz()[0]
+    exact = FreeFreeModes(n_modes=1)(fe()).frequencies_hz()[0]
     f = np.asarray(basis.frequencies_hz())
     assert f[0] >= float(exact) * (1 - 1e-12) and f[0] < float(exact) * 1.01
 
@@ -179,14 +187,14 @@ def test_reduction_errors_name_the_problem():
     with pytest.raises(FlexDataError, match="exactly one of n_modes and cutoff_hz"):
         FreeFreeModes(n_modes=3, cutoff_hz=100.0)
     with pytest.raises(FlexDataError, match="n_modes: 500 requested"):
-        FixedInterfaceModes(ROOT, n_modes=500)(FE)
+        FixedInterfaceModes(ROOT, n_modes=500)(fe())
     with pytest.raises(FlexDataError, match="interface: holding these DOFs"):
-        FixedInterfaceModes(FE.dofs(0, "translations"), n_modes=2)(FE)
+        FixedInterfaceModes(fe().dofs(0, "translations"), n_modes=2)(fe())
     with pytest.raises(FlexDataError, match="interface: holding these DOFs"):
-        CraigBampton(FE.dofs(N_EL, "translations"), n_modes=2)(FE)
+        CraigBampton(fe().dofs(N_EL, "translations"), n_modes=2)(fe())
     with pytest.raises(FlexDataError, match="interface: a DOF is listed both"):
-        CraigBampton(TIP, n_modes=2, fixed=TIP[:1])(FE)
-    grounded = eqx.tree_at(lambda f: f.stiffness, FE, FE.stiffness.at[2, 2].add(1e6))
+        CraigBampton(TIP, n_modes=2, fixed=TIP[:1])(fe())
+    grounded = eqx.tree_at(lambda f: f.stiffness, fe(), fe().stiffness.at[2, 2].add(1e6))
     with pytest.raises(FlexDataError, match="stiffness: K does not annihilate"):
         FreeFreeModes(n_modes=2)(grounded)
     nodes, _ = beam_line([0.0, 0.0, 0.0], [1.0, 0.0, 0.0], 3)

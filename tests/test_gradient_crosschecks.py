@@ -65,7 +65,7 @@ import pytest
 from compile_options import USERS_COMPILER_OPTIONS
 from multibody_models import four_bar
 from test_adjoint import central_differences
-from test_multibody_modal import FE, TIP
+from test_multibody_modal import TIP, beam_fe
 
 import diffmbs.multibody as mb
 from diffmbs.flex import FreeFreeModes, ModalDampingRatios, modal_data
@@ -275,7 +275,14 @@ def test_four_bar_gradient_matches_differences(coordinates, adjoint):
 
 MODAL_PARAMETERS = ("beam.damping.ratios", "beam.modal_data.modal_stiffness", "pull.stiffness")
 MODAL_P0 = np.array([0.02, 1.0, 30.0])  # damping ratio, stiffness scale, spring rate (N/m)
-FREE_BEAM = modal_data(FE, FreeFreeModes(n_modes=2)(FE))  # the polymer beam, free–free
+
+
+@functools.cache
+def free_beam():
+    """The polymer beam of ``test_multibody_modal``, two free–free modes."""
+    return modal_data(beam_fe(), FreeFreeModes(n_modes=2)(beam_fe()))
+
+
 MODAL_T1, MODAL_DT = 0.5, 1e-3  # 500 steps; highest mode ~460 rad/s (ω·dt ≈ 0.5)
 MODAL_TS = jnp.linspace(0.0, MODAL_T1, 101)
 
@@ -286,7 +293,7 @@ def modal_case():
     ``test_multibody_modal``), no joint, spinning at 5 rad/s about the vertical under gravity,
     slung from two springs to ground points above its ends (``pull`` to the tip)."""
     b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))
-    b.add_body(mb.ModalBody("beam", FREE_BEAM, damping=ModalDampingRatios(MODAL_P0[0]),
+    b.add_body(mb.ModalBody("beam", free_beam(), damping=ModalDampingRatios(MODAL_P0[0]),
                             angular_velocity=(0.0, 0.0, 5.0)))  # fmt: skip
     root, tip = mb.node("beam", 0), mb.node("beam", TIP)
     b.add_force("hold", mb.SpringDamper("ground", (0.0, 0.0, 0.6), root, (0, 0, 0), 30.0,

@@ -12,6 +12,8 @@ References, none from the code under test:
 Gradients through a modal body: ``test_gradient_crosschecks.py``.
 """
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -41,6 +43,7 @@ I_Y = WIDTH * HEIGHT**3 / 12  # bending in the x–z plane (deflection along z)
 TIP = N_EL
 
 
+@functools.cache  # built on first use, not at collection (every test worker imports this file)
 def beam_fe():
     nodes, elements = beam_line([0.0, 0.0, 0.0], [L, 0.0, 0.0], N_EL)
     section = RectangularSection(WIDTH, HEIGHT)
@@ -48,10 +51,10 @@ def beam_fe():
     return beam.assemble()
 
 
-FE = beam_fe()
-
-
-CANTILEVER = modal_data(FE, FixedInterfaceModes(FE.dofs(0), n_modes=3)(FE))
+@functools.cache
+def cantilever():
+    """The beam's modal data clamped at its root: three fixed-interface modes."""
+    return modal_data(beam_fe(), FixedInterfaceModes(beam_fe().dofs(0), n_modes=3)(beam_fe()))
 
 
 def clamped(data, damping_ratio=0.0, gravity=(0.0, 0.0, 0.0)):
@@ -66,8 +69,8 @@ def clamped(data, damping_ratio=0.0, gravity=(0.0, 0.0, 0.0)):
 
 
 def cantilever_eigenvalue():
-    free = np.setdiff1d(np.arange(FE.n_dof), FE.dofs(0))
-    k, mm = (np.asarray(a)[np.ix_(free, free)] for a in (FE.stiffness, FE.mass))
+    free = np.setdiff1d(np.arange(beam_fe().n_dof), beam_fe().dofs(0))
+    k, mm = (np.asarray(a)[np.ix_(free, free)] for a in (beam_fe().stiffness, beam_fe().mass))
     return np.sqrt(scipy.linalg.eigh(k, mm, eigvals_only=True)[0])
 
 
@@ -88,7 +91,7 @@ def vibrate(model):
 
 
 def test_zero_mode_modal_body_is_the_rigid_body():
-    data = modal_data(FE, FreeFreeModes(n_modes=0)(FE))
+    data = modal_data(beam_fe(), FreeFreeModes(n_modes=0)(beam_fe()))
     inv = data.invariants
     m = float(inv.mass)
     c = np.asarray(inv.first_moment) / m
@@ -136,8 +139,8 @@ def quat_apply(p, x):
 
 def test_clamped_cantilever_vibrates_at_the_fe_eigenvalue():
     closed_form = 1.8751**2 * np.sqrt(E * I_Y / (RHO * WIDTH * HEIGHT * L**4))
-    assert abs(OMEGA / closed_form - 1) < 1e-4  # 4 elements: the FE model is converged enough
-    sol = vibrate(clamped(CANTILEVER))
+    assert abs(OMEGA / closed_form - 1) < 1e-4  # 4 elements: converged enough
+    sol = vibrate(clamped(cantilever()))
     expected = AMP / OMEGA * np.sin(OMEGA * np.asarray(TS))
     print("cantilever: error / amplitude", np.max(np.abs(sol.q[:, 7] - expected)) / (AMP / OMEGA))
     # measured 4e-9 of the amplitude after 8 periods: a frequency error ~1e-10
@@ -145,7 +148,7 @@ def test_clamped_cantilever_vibrates_at_the_fe_eigenvalue():
     assert np.max(np.abs(sol.q[:, :3])) < 1e-12  # the frame stays clamped
     assert np.max(np.abs(sol.q[:, 8:])) < 1e-12  # the other modes stay at rest
     # the tip moves along z with the first mode's tip amplitude
-    tip_shape = float(CANTILEVER.translations[TIP, 2, 0])
+    tip_shape = float(cantilever().translations[TIP, 2, 0])
     np.testing.assert_allclose(sol.sensors["tip"][:, 2], tip_shape * expected, atol=1e-12)
 
 
@@ -158,8 +161,8 @@ class ConstantForce(eqx.Module):
 
 def test_tip_force_deflects_the_cantilever_by_pl3_over_3ei():
     """Static equilibrium Q(q) = Φ_vᵀ λ, Φ(q) = 0 by Newton on the model's own residual."""
-    tip = FE.dofs(TIP, ("uz",))
-    data = modal_data(FE, CraigBampton(tip, n_modes=2, fixed=FE.dofs(0))(FE))
+    tip = beam_fe().dofs(TIP, ("uz",))
+    data = modal_data(beam_fe(), CraigBampton(tip, n_modes=2, fixed=beam_fe().dofs(0))(beam_fe()))
     p = 0.05  # N along −z: a deflection of about 1e-3 L
     b = mb.ModelBuilder(gravity=(0.0, 0.0, 0.0))
     b.add_body(mb.ModalBody("beam", data))
@@ -205,7 +208,8 @@ def test_tip_force_deflects_the_cantilever_by_pl3_over_3ei():
 
 @pytest.mark.slow  # test_multibody_tree checks the same pendulum's energy in joint coordinates
 def test_flexible_pendulum_conserves_energy():
-    data = modal_data(FE, CraigBampton(FE.dofs(0), n_modes=3)(FE))  # free: 6 + 3 − 6 shapes
+    fe = beam_fe()
+    data = modal_data(fe, CraigBampton(fe.dofs(0), n_modes=3)(fe))  # free: 6 + 3 − 6 shapes
     b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))
     b.add_body(mb.ModalBody("beam", data))
     pin = mb.Spherical("ground", mb.Frame((0.0, 0.0, 0.0)), mb.node("beam", 0), mb.Frame((0, 0, 0)))
@@ -229,4 +233,4 @@ def test_flexible_pendulum_conserves_energy():
 
 def test_assemble_refuses_modal_bodies_by_name():
     with pytest.raises(mb.ModelError, match=r"modal bodies are not supported yet \(beam\)"):
-        mb.assemble(clamped(CANTILEVER))
+        mb.assemble(clamped(cantilever()))

@@ -23,8 +23,8 @@ from multibody_models import (
     pendulum,
     quat_about,
 )
-from test_gradient_crosschecks import FREE_BEAM
-from test_multibody_modal import CANTILEVER, TIP, L
+from test_gradient_crosschecks import free_beam
+from test_multibody_modal import TIP, L, cantilever
 
 import diffmbs.multibody as mb
 from diffmbs.flex import ModalDampingRatios
@@ -208,9 +208,9 @@ def _modal_tree():
     one of its nodes (a joint on a node stays a constraint); a spring between nodes."""
     b = mb.ModelBuilder(gravity=(0.3, -1.0, -9.81))
     b.add_body(_body("base"))
-    b.add_body(mb.ModalBody("welded", CANTILEVER, damping=ModalDampingRatios(0.05)))
-    b.add_body(mb.ModalBody("hinged", CANTILEVER))
-    b.add_body(mb.ModalBody("loose", FREE_BEAM, position=(0.2, 0.1, -0.3)))
+    b.add_body(mb.ModalBody("welded", cantilever(), damping=ModalDampingRatios(0.05)))
+    b.add_body(mb.ModalBody("hinged", cantilever()))
+    b.add_body(mb.ModalBody("loose", free_beam(), position=(0.2, 0.1, -0.3)))
     f = _random_frame
     b.add_joint("weld", mb.Fixed("base", f(), "welded", mb.Frame((0.0, 0.0, 0.0))))
     b.add_joint("hinge", mb.Revolute("base", f(), "hinged", mb.Frame((0.0, 0.0, 0.0))))
@@ -234,9 +234,9 @@ def test_modal_bodies_in_the_tree_equal_the_maximal_kkt_solution():
     jm = mb.in_joint_coordinates(model)
     assert set(jm.tree_joints) == {"hinge", "weld"} and jm.loop_joints == ("pin",)
     assert jm.floating_bodies == ("base", "loose")
-    modes = 2 * CANTILEVER.n_modes + FREE_BEAM.n_modes
+    modes = 2 * cantilever().n_modes + free_beam().n_modes
     assert (jm.n_q, jm.n_v) == (1 + 0 + 7 + 7 + modes, 1 + 0 + 6 + 6 + modes)
-    assert jm.q_slice("loose.modes").stop - jm.q_slice("loose.modes").start == FREE_BEAM.n_modes
+    assert jm.q_slice("loose.modes").stop - jm.q_slice("loose.modes").start == free_beam().n_modes
     rng = np.random.default_rng(11)  # its own: the test's state does not depend on the order
     q = jm.normalize(jnp.asarray(rng.normal(size=jm.n_q)) * 0.5)
     for body in ("welded", "hinged", "loose"):  # deflections of a few cm
@@ -268,7 +268,7 @@ def test_flexible_pendulum_in_joint_coordinates_conserves_energy():
     """A cantilever's modal body on a revolute at its clamped end (its frame), swinging under
     gravity through the bottom: 1 + 3 coordinates, no constraint, energy conserved."""
     b = mb.ModelBuilder(gravity=(0.0, 0.0, -9.81))
-    b.add_body(mb.ModalBody("beam", CANTILEVER))
+    b.add_body(mb.ModalBody("beam", cantilever()))
     b.add_joint("hinge", mb.Revolute("ground", mb.Frame.from_axis((0, 0, 0), (0, 1, 0)), "beam",
                                      mb.Frame.from_axis((0, 0, 0), (0, 1, 0))))  # fmt: skip
     b.add_sensor("energy", mb.MechanicalEnergy())
@@ -278,7 +278,7 @@ def test_flexible_pendulum_in_joint_coordinates_conserves_energy():
     q0, v0 = jm.initial_state()
     sol = simulate(jm, q0, v0, jnp.linspace(0.0, 1.0, 101), rtol=1e-10, atol=1e-13)
     energy = np.asarray(sol.sensors["energy"])
-    scale = float(CANTILEVER.invariants.mass) * 9.81 * L / 2
+    scale = float(cantilever().invariants.mass) * 9.81 * L / 2
     assert np.max(np.abs(energy - energy[0])) / scale < 1e-8
     assert np.asarray(sol.sensors["tip"])[:, 2].min() < -0.9 * L  # it swung through the bottom
     assert np.max(np.abs(sol.q[:, 1:])) > 1e-6  # and deformed

@@ -12,7 +12,6 @@ import contextlib
 import sys
 from pathlib import Path
 
-import diffrax
 import numpy as np
 
 from diffmbs.channels import flat_channels
@@ -108,7 +107,7 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
     job experiment, over the job's ``[[parameters]]``.
 
     Measured SRS files are in the job's ``[srs] units``; simulations use forward-mode
-    derivatives (``diffrax.ForwardMode``) so that Jacobians by ``jax.jacfwd`` work. With
+    derivatives (``[simulation] derivatives``) so that Jacobians by ``jax.jacfwd`` work. With
     ``measured=False`` an experiment without an SRS file is evaluated over the ``[srs]`` band
     against a flat 1 m/s² placeholder (for sweeps of predictions and for sensitivities, which do
     not depend on the measurement).
@@ -116,7 +115,7 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
     job = _job(job)
     space = job.require_parameters()
     sim = job.simulation
-    options = {"adjoint": diffrax.ForwardMode(), "rtol": sim.rtol, "atol": sim.atol,
+    options = {"adjoint": sim.adjoint(), "rtol": sim.rtol, "atol": sim.atol,
                "max_steps": sim.max_steps}  # fmt: skip
     experiments = []
     for i, spec in enumerate(job.experiments):

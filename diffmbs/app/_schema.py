@@ -77,8 +77,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import diffrax
 import numpy as np
 
+from diffmbs.integrate import ForwardSensitivity
 from diffmbs.io import acceleration_scale
 from diffmbs.parameters import ParameterError
 from diffmbs.recorder import Butterworth, Recorder
@@ -114,7 +116,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SimulationSettings:
-    """The simulated window: ``duration_s`` from the initial state, saved at ``sample_rate_hz``."""
+    """The simulated window: ``duration_s`` from the initial state, saved at ``sample_rate_hz``;
+    tolerances; ``derivatives``: how fits and gradients take forward-mode derivatives,
+    ``"steps"`` (carried along the state's steps, ``diffrax.ForwardMode``; the default) or
+    ``"controlled"`` (under error control with the state, :class:`diffmbs.ForwardSensitivity`:
+    needed where the steps resolve the motion but not its sensitivity, e.g. a journal riding
+    its bore; the default of wear jobs)."""
 
     duration_s: float
     sample_rate_hz: float
@@ -122,14 +129,27 @@ class SimulationSettings:
     rtol: float = 1e-8
     atol: float = 1e-10
     max_steps: int = 200_000
+    derivatives: str = "steps"
+
+    def adjoint(self):
+        """The :func:`diffmbs.simulate` adjoint of :attr:`derivatives`."""
+        if self.derivatives == "controlled":
+            return ForwardSensitivity()
+        return diffrax.ForwardMode()
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str = "simulation", window: bool = True):
         """``window=False`` (a wear job): ``duration_s`` and ``sample_rate_hz`` optional (the
         ``[wear]`` cycles set the time), NaN when absent."""
-        keys = {"duration_s", "sample_rate_hz", "sensor", "rtol", "atol", "max_steps"}
+        keys = {"duration_s", "sample_rate_hz", "sensor", "rtol", "atol", "max_steps",
+                "derivatives"}  # fmt: skip
         check_keys(table, keys, where)
         optional = None if window else math.nan
+        derivatives = read_string(table, "derivatives", where,
+                                  cls.derivatives if window else "controlled")  # fmt: skip
+        if derivatives not in ("steps", "controlled"):
+            raise ConfigError(f"{where}.derivatives: {derivatives!r} is not one of steps, "
+                              "controlled")  # fmt: skip
         return cls(
             duration_s=read_number(table, "duration_s", where, optional),
             sample_rate_hz=read_number(table, "sample_rate_hz", where, optional),
@@ -137,6 +157,7 @@ class SimulationSettings:
             rtol=read_number(table, "rtol", where, cls.rtol),
             atol=read_number(table, "atol", where, cls.atol),
             max_steps=read_integer(table, "max_steps", where, cls.max_steps, minimum=1),
+            derivatives=derivatives,
         )
 
     @property

@@ -15,7 +15,6 @@ import json
 import time
 from pathlib import Path
 
-import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -148,7 +147,7 @@ def _gradients(job: Job, spec: ExperimentSpec, schedule, settings, cell_area) ->
     def bore(values):
         model = space.apply(spec.model, values, spec.name)
         worn = predict_wear(model, q0, v0, schedule=schedule, progress=False,
-                            adjoint=diffrax.ForwardMode(), **settings)  # fmt: skip
+                            adjoint=job.simulation.adjoint(), **settings)  # fmt: skip
         return worn.bore[-1], worn.bore[-1]
 
     jac, depth = jax.jacfwd(bore, has_aux=True)(jnp.asarray(theta))  # (cells, p), (cells,)
