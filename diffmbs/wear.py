@@ -22,10 +22,9 @@ extrapolation is the usual one of wear studies, e.g. Flores 2009):
 
 1. simulate ``settle_cycles`` periods and discard the wear they made (the mechanism with
    clearance is not periodic; its first cycles carry the start's transient). Their end state
-   is held constant under differentiation: it depends on the parameters through that
-   transient — a journal let go in its bore bounces, and tangents through impacts grow
-   without physical meaning (a four-bar's ``k ∂V/∂k`` came out −41 V) — while on a stable
-   cycle the start is forgotten;
+   is held constant under differentiation (no derivative is computed through them): a
+   journal let go in its bore bounces, and its state after the bounces depends on the
+   parameters in a way that says nothing about the settled motion, which forgets its start;
 2. simulate ``cycles_per_update`` periods ``M`` from the current state: the maps change by
    ``Δh``, a rate of ``Δh / M`` per cycle;
 3. extrapolate ``N_u`` cycles at that rate: ``h ← h₀ + N_u Δh/M``, with
@@ -117,15 +116,14 @@ def predict_wear(
                          f"not to cycles = {cycles}")  # fmt: skip
     state = (jnp.asarray(q0, float), jnp.asarray(v0, float),
              jnp.asarray(model.initial_internal_state(), float))  # fmt: skip
-    # (simulated cycles, extrapolated cycles) per update; the settling one keeps no wear
-    head = [(settle_cycles, 0)] if settle_cycles else []
+    if settle_cycles:
+        state = _settle(model, state, settle_cycles, period, (start, stop), simulate_options)
     if schedule is not None:
-        plan = head + [(m, int(n)) for n in schedule]
+        plan = [(m, int(n)) for n in schedule]
         maps = _scheduled(model, state, *map(jnp.asarray, zip(*plan, strict=True)),
-                          jnp.arange(len(plan)) < len(head), period, (start, stop),
+                          settle_cycles * period, period, (start, stop),
                           simulate_options)  # fmt: skip
-        if not head:  # the scan's rows start after the first update
-            maps = jnp.concatenate([state[2][None, start:stop], maps])
+        maps = jnp.concatenate([state[2][None, start:stop], maps])
         simulated = settle_cycles + m * len(schedule)
         return _prediction(maps, [int(n) for n in schedule], joint.cells, simulated)
 
@@ -133,11 +131,7 @@ def predict_wear(
         numbers = (jnp.asarray(x, float) for x in (t, n * period, n, length))  # traced: one program
         return _update(model, state, *numbers, (start, stop), simulate_options)
 
-    t = 0.0
-    for n, length in head:
-        state, _ = update(state, t, n, length)
-        state = jax.lax.stop_gradient(state)  # (rule 1)
-        t += n * period
+    t = settle_cycles * period
     done, used, maps = 0, [], [state[2][start:stop]]
     bar = tqdm(total=cycles, disable=not progress, desc="wear", unit="cycle")
     try:
@@ -183,20 +177,30 @@ def _update(model, state, t0, duration, simulated, extrapolated, rows, options):
     return (sol.q[-1], sol.v[-1], z), rate
 
 
+def _settle(model, state, cycles, period, rows, options):
+    """The module docstring's rule 1: ``cycles`` periods from ``state`` at t = 0, the end state
+    held constant under differentiation (computed from frozen parameters: no derivative is
+    taken through it), the maps as they were (the wear of these periods is not kept)."""
+    frozen = jax.tree.map(lambda x: jax.lax.stop_gradient(x) if eqx.is_inexact_array(x) else x,
+                          (model, state))  # fmt: skip
+    numbers = (jnp.asarray(x, float) for x in (0.0, cycles * period, cycles, 0))
+    q, v, z = jax.lax.stop_gradient(_update(*frozen, *numbers, rows, options)[0])
+    return q, v, z.at[rows[0] : rows[1]].set(state[2][rows[0] : rows[1]])
+
+
 @eqx.filter_jit
-def _scheduled(model, state, simulated, extrapolated, settling, period, rows, options):
-    """Every update of a known schedule in one ``lax.scan`` (one compiled simulation, one
-    adjoint): the maps after each, ``(updates, 2 · cells)``. After a ``settling`` update the
-    state is held constant under differentiation (the module docstring's rule 1)."""
-    t_starts = period * jnp.concatenate([jnp.zeros(1), jnp.cumsum(simulated)[:-1]])
+def _scheduled(model, state, simulated, extrapolated, t_start, period, rows, options):
+    """Every update of a known schedule, from ``state`` at ``t_start`` (s), in one
+    ``lax.scan`` (one compiled simulation, one adjoint): the maps after each,
+    ``(updates, 2 · cells)``."""
+    t_starts = t_start + period * jnp.concatenate([jnp.zeros(1), jnp.cumsum(simulated)[:-1]])
 
     def step(carry, plan):
-        t0, n, length, settles = plan
+        t0, n, length = plan
         carry, _ = _update.__wrapped__(model, carry, t0, n * period, n, length, rows, options)
-        carry = jax.tree.map(lambda x: jnp.where(settles, jax.lax.stop_gradient(x), x), carry)
         return carry, carry[2][rows[0] : rows[1]]
 
-    plans = (t_starts, simulated.astype(float), extrapolated.astype(float), settling)
+    plans = (t_starts, simulated.astype(float), extrapolated.astype(float))
     return jax.lax.scan(step, state, plans)[1]
 
 

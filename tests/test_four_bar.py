@@ -112,3 +112,39 @@ def test_the_description_file_is_the_builders_model():
     rates = (model.internal_rate(0.0, shifted, v) for model in (described, built))
     np.testing.assert_allclose(*rates, rtol=1e-12, atol=1e-30)
     assert set(described.sensor_names) == set(built.sensor_names)
+
+
+@pytest.mark.slow  # ~6 min on 2 cores: the turns at rtol 1e-10 of the differences
+def test_worn_volume_derivatives_at_100_rpm():
+    """The bore's worn volume after one update (one simulated turn from a settled state,
+    extrapolated over 250,000) and its derivatives with respect to ln k and ln c by
+    :class:`diffmbs.ForwardSensitivity` at rtol 1e-7. References: Archard's law is linear in k
+    (``k ∂V/∂k = V`` while one turn's wear cannot change the loads), and central differences
+    of runs at rtol 1e-10 (step 1e-4 in ln c). Measured: within 2e-5 and 2.1e-3 (tangents
+    carried along the steps, ``diffrax.ForwardMode``: ∂V/∂ln c 1.1e4 times the difference)."""
+    from diffmbs.wear import predict_wear
+
+    model = four_bar_with_wear(speed_rpm=100.0, clearance=2e-4, wear_coefficient=(1e-14, 1e-15))
+    q0, v0 = model.initial_state()
+    settle = simulate(model, q0, v0, jnp.array([0.0, 0.6]), rtol=1e-9, atol=1e-13,
+                      max_steps=400_000)  # fmt: skip
+    start = (settle.q[-1], settle.v[-1], settle.internal[-1])
+
+    def volume(log_scale, rtol, adjoint=None):
+        c, k = jnp.array([2e-4, 1e-14]) * jnp.exp(log_scale)
+        worn = model.with_parameter("C.clearance", c).with_parameter(
+            "C.wear_coefficient", jnp.stack([k, 1e-15])).with_internal_state(start[2])
+        options = {} if adjoint is None else {"adjoint": adjoint}
+        prediction = predict_wear(worn, start[0], start[1], element="C", period=0.6,
+                                  cycles=250_000, settle_cycles=0, cycles_per_update=1,
+                                  schedule=[250_000], progress=False, rtol=rtol,
+                                  atol=1e-4 * rtol, max_steps=400_000, **options)  # fmt: skip
+        return jnp.sum(prediction.bore[-1])  # m (× a cell's area: m³)
+
+    zero = jnp.zeros(2)
+    value = float(volume(zero, 1e-7))
+    slope = np.asarray(jax.jacfwd(lambda z: volume(z, 1e-7, diffmbs.ForwardSensitivity()))(zero))
+    assert abs(slope[1] / value - 1) < 1e-4
+    step = jnp.array([1e-4, 0.0])
+    difference = float(volume(step, 1e-10) - volume(-step, 1e-10)) / 2e-4
+    assert abs(slope[0] / difference - 1) < 1e-2
