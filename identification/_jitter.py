@@ -21,6 +21,13 @@ over the residuals like noise then changes nothing, while jitter along the colum
 impacts a little earlier or later — is small in the residuals and large in the parameters,
 and widens them. The message says so when it matters.
 Fixed-step models have no jitter: the shifts are zero to round-off.
+
+The Jacobian itself is checked too: two more simulations per parameter, ``z ± h e_i`` with ``h``
+:data:`DERIVATIVE_PROBE` σ, give a central difference that column ``J_i`` must match up to the
+jitter (``derivative_error``: the largest relative difference). Derivatives taken along steps
+that resolve the motion but not its sensitivity are off by orders of magnitude (a journal riding
+its bore: 10⁴; ``diffmbs.ForwardSensitivity`` is the cure); the fit's message names an error
+above :data:`DERIVATIVE_NOTE`.
 """
 
 from __future__ import annotations
@@ -39,6 +46,16 @@ JITTER_NOTE = 0.3
 
 PROBE_SCALE = 1e-4
 """Size of the probes ``δ_k`` in σ of each parameter."""
+
+DERIVATIVE_PROBE = 0.1
+"""Step (σ of the parameter) of the central differences that check the Jacobian."""
+
+DERIVATIVE_STEP_FLOOR = 1e-3
+"""Their smallest step in the fit's coordinate z."""
+
+DERIVATIVE_NOTE = 0.5
+"""Relative difference between ``J δ`` and the central difference from which the fit's message
+says the derivatives look wrong (a rough misfit's kinks and the jitter stay well below)."""
 
 
 def solver_jitter(
@@ -63,10 +80,11 @@ def solver_jitter(
 
     Returns:
         ``{"checks", "covariance_z" (p, p), "residual_ratio" — RMS of the jitter over RMS of the
-        residuals}``.
+        residuals, "derivative_error", "derivative_worst" — :func:`derivative_error`}``.
     """
     p = z.size
-    zero = {"checks": 0, "covariance_z": np.zeros((p, p)), "residual_ratio": 0.0}
+    zero = {"checks": 0, "covariance_z": np.zeros((p, p)), "residual_ratio": 0.0,
+            "derivative_error": 0.0, "derivative_worst": 0}  # fmt: skip
     if checks < 2 or residuals.size <= p:
         return zero
     finite = np.isfinite(std_z) & (std_z > 0)
@@ -84,8 +102,31 @@ def solver_jitter(
         jitter.append(e)
     rms = math.sqrt(float(np.mean(residuals**2)))
     spread = float(np.mean(np.var(np.array(jitter), axis=0, ddof=1)))
+    error, worst = derivative_error(problem, z, jac, std_z)
     return {"checks": checks, "covariance_z": np.atleast_2d(np.cov(np.array(shifts), rowvar=False)),
-            "residual_ratio": math.sqrt(spread) / rms if rms > 0 else 0.0}  # fmt: skip
+            "residual_ratio": math.sqrt(spread) / rms if rms > 0 else 0.0,
+            "derivative_error": error, "derivative_worst": worst}  # fmt: skip
+
+
+def derivative_error(problem, z: np.ndarray, jac: np.ndarray,
+                     std_z: np.ndarray) -> tuple[float, int]:  # fmt: skip
+    """``(largest, its parameter's index)`` over the parameters of ``‖d_i − J_i‖ / ‖d_i‖``,
+    ``d_i`` the central difference of the residuals along parameter i with a step of
+    :data:`DERIVATIVE_PROBE` σ_i (at least :data:`DERIVATIVE_STEP_FLOOR` in z: a wrong column
+    has a wrong, small σ); ``2p`` evaluations. 0 where a difference is zero or not finite."""
+    largest, worst = 0.0, 0
+    for i in range(z.size):
+        sigma = std_z[i] if np.isfinite(std_z[i]) else 0.0
+        step = np.zeros_like(z)
+        step[i] = max(DERIVATIVE_PROBE * sigma, DERIVATIVE_STEP_FLOOR)
+        above, below = (np.asarray(evaluate(problem, jnp.asarray(z + sign * step))[0])
+                        for sign in (1.0, -1.0))  # fmt: skip
+        difference = (above - below) / (2.0 * step[i])
+        size = float(np.linalg.norm(difference))
+        error = float(np.linalg.norm(difference - jac[:, i])) / size if size > 0 else 0.0
+        if math.isfinite(error) and error > largest:
+            largest, worst = error, i
+    return largest, worst
 
 
 def add_jitter(noise_covariance: np.ndarray, jitter: dict) -> tuple[np.ndarray, np.ndarray]:

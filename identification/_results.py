@@ -33,7 +33,7 @@ from diffmbs.io import atomic_write
 from diffmbs.plotting import plot_srs
 from identification._discrepancy import residual_structure
 from identification._experiments import misfit_report
-from identification._jitter import JITTER_NOTE, add_jitter, solver_jitter
+from identification._jitter import DERIVATIVE_NOTE, JITTER_NOTE, add_jitter, solver_jitter
 from identification._problem import evaluate, residuals_and_jacobian
 
 __all__ = ["FitResult", "gauss_newton_covariance", "load_result"]
@@ -163,8 +163,10 @@ class FitResult:
       is not), and when it detects structure beyond independent noise ``message`` says so;
     - ``solver_jitter``: :func:`~identification._jitter.solver_jitter` at the optimum
       (``checks``, ``sigma`` (p,) — the step sequence's own scatter in σ of the noise,
-      ``residual_ratio``): its covariance is already added to the one above, and ``message``
-      names it from :data:`~identification._jitter.JITTER_NOTE` σ;
+      ``residual_ratio``, ``derivative_error``): its covariance is already added to the one
+      above; ``message`` names it from :data:`~identification._jitter.JITTER_NOTE` σ, and
+      says the derivatives look wrong from a ``derivative_error`` of
+      :data:`~identification._jitter.DERIVATIVE_NOTE` (then ``converged`` is false);
     - ``profiles`` (name → :meth:`Profile.to_dict`) and ``posterior``
       (:meth:`Posterior.to_dict`) when the caller computed them (``diffmbs fit`` does on
       request);
@@ -309,6 +311,17 @@ class FitResult:
                 "tighten rtol/atol)"
             )
             message = f"{message}; {note}" if message else note
+        if jitter["derivative_error"] > DERIVATIVE_NOTE:
+            note = (
+                f"derivatives: the Jacobian's column of {names[jitter['derivative_worst']]} "
+                f"differs from central differences by {100 * jitter['derivative_error']:.3g} % "
+                "— the fit and its "
+                "uncertainties are not to be trusted; with simulations take derivatives under "
+                "error control (diffmbs.ForwardSensitivity, [simulation] derivatives = "
+                "\"controlled\") or tighten rtol"
+            )
+            message = f"{message}; {note}" if message else note
+            converged = False
         history = [float(x) for x in (loss_history or [])]
         return cls(
             parameter_names=names,

@@ -95,3 +95,36 @@ def test_projected_steps_carry_the_projection_derivative():
     # and the tangent stays on the constraint's tangent space: d(x² + y²)/dL = 2L
     dnorm = 2 * np.sum(np.asarray(positions(1.3, 1e-8)) * np.asarray(tangent), axis=1)
     np.testing.assert_allclose(dnorm, 2 * 1.3, rtol=1e-7)  # dense output between steps: 1e-8
+
+
+@pytest.mark.parametrize("adjoint", ["carried", "controlled"])
+def test_a_fit_report_says_when_its_jacobian_is_wrong(adjoint):
+    """FitResult's probes (identification._jitter) compare the Jacobian with a central
+    difference: the carried tangents are named in the message, the controlled ones pass."""
+    import identification as idf
+
+    method = diffrax.ForwardMode() if adjoint == "carried" else ForwardSensitivity()
+
+    def predict(block):
+        sol = simulate(block, jnp.zeros(1), jnp.zeros(1), TS, rtol=RTOL, atol=1e-3 * RTOL,
+                       adjoint=method, max_steps=100_000)  # fmt: skip
+        return sol.q[:, 0]
+
+    truth = np.exp(np.asarray(THETA))
+    noise = 1e-4 * np.random.default_rng(3).standard_normal(TS.shape[0])
+    measured = np.asarray(displacement(THETA, RTOL)) + noise
+    space = idf.ParameterSpace([
+        idf.Parameter("stiffness", "stiffness", 10.0, 1e3, truth[0], "log", units="N/m"),
+        idf.Parameter("friction", "friction", 0.5, 50.0, truth[1], "log", units="N"),
+    ])  # fmt: skip
+    experiment = idf.FunctionExperiment("x", BeltBlock(*truth), predict, measured,
+                                        misfit="linear", scale=1e-4)  # fmt: skip
+    problem = idf.Problem(space, [experiment])
+    z = np.asarray(space.to_unconstrained(jnp.asarray(truth)))
+    result = idf.FitResult.from_problem(problem, z, converged=True, solver_checks=2)
+    error = result.solver_jitter["derivative_error"]
+    if adjoint == "carried":
+        assert error > 1.0 and not result.converged  # measured 19
+        assert "the Jacobian's column of friction differs" in result.message
+    else:
+        assert error < 0.05 and "derivatives" not in result.message  # measured 1e-3
