@@ -61,31 +61,17 @@ class _JointNorm(eqx.Module):
         return jnp.maximum(self.norm(state), self.norm(tangent))
 
 
-class _TangentField(eqx.Module):
-    """``(f(t, y), ∂f/∂(θ, y) · (θ̇, ẏ))`` of ``vector_field`` with ``args = combine(θ, static)``."""
+class _WithTangent(eqx.Module):
+    """``(g, ∂g/∂(θ, y) · (θ̇, ẏ))`` of ``g = fn(t, y, combine(θ, static))`` at
+    ``((y, ẏ), (θ, θ̇))``: the vector field of the pair, or its step projection."""
 
-    vector_field: Callable = eqx.field(static=True)
+    fn: Callable = eqx.field(static=True)
     static: Any = eqx.field(static=True)
 
     def __call__(self, t, pair, args):
         (y, y_dot), (params, params_dot) = pair, args
         return jax.jvp(
-            lambda p, y_: self.vector_field(t, y_, eqx.combine(p, self.static)),
-            (params, y),
-            (params_dot, y_dot),
-        )
-
-
-class _TangentProjection(eqx.Module):
-    """A step projection of ``(y, ẏ)``: the projection and its derivative."""
-
-    projection: Callable = eqx.field(static=True)
-    static: Any = eqx.field(static=True)
-
-    def __call__(self, t, pair, args):
-        (y, y_dot), (params, params_dot) = pair, args
-        return jax.jvp(
-            lambda p, y_: self.projection(t, y_, eqx.combine(p, self.static)),
+            lambda p, y_: self.fn(t, y_, eqx.combine(p, self.static)),
             (params, y),
             (params_dot, y_dot),
         )
@@ -125,12 +111,12 @@ def _solve_jvp(primals, tangents, *, static, vector_field, solver, controller, t
         is_leaf=lambda d: d is None,
     )
     if isinstance(solver, ProjectedSolver):
-        solver = ProjectedSolver(solver.solver, _TangentProjection(solver.projection, static))
+        solver = ProjectedSolver(solver.solver, _WithTangent(solver.projection, static))
     controller = eqx.tree_at(lambda c: c.norm, controller, _JointNorm(controller.norm))
     args = (params, params_dot)
     pair_params, pair_static = eqx.partition(args, eqx.is_array)
     (ys, end), _ = forward_solve(
-        (pair_params, (y0, y0_dot)), pair_static, _TangentField(vector_field, static), solver,
+        (pair_params, (y0, y0_dot)), pair_static, _WithTangent(vector_field, static), solver,
         controller, ts, t0, dt0, max_steps, store=None,
     )  # fmt: skip
     failed = end[2] != diffrax.RESULTS.successful
