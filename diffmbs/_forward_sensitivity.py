@@ -112,7 +112,8 @@ def _solve_jvp(primals, tangents, *, static, vector_field, solver, controller, t
     )
     if isinstance(solver, ProjectedSolver):
         solver = ProjectedSolver(solver.solver, _WithTangent(solver.projection, static))
-    controller = eqx.tree_at(lambda c: c.norm, controller, _JointNorm(controller.norm))
+    if hasattr(controller, "norm"):  # an adaptive controller (fixed steps: the same steps)
+        controller = eqx.tree_at(lambda c: c.norm, controller, _JointNorm(controller.norm))
     args = (params, params_dot)
     pair_params, pair_static = eqx.partition(args, eqx.is_array)
     (ys, end), _ = forward_solve(
