@@ -52,29 +52,83 @@ class ForwardSensitivity(eqx.Module):
 
 
 class _JointNorm(eqx.Module):
-    """The larger of ``norm`` of the state's scaled error and of the tangent's."""
+    """The largest of ``norm`` of the state's scaled error and of each tangent's (leaves
+    ``(directions, ...)``)."""
 
     norm: Callable
 
     def __call__(self, pair):
-        state, tangent = pair
-        return jnp.maximum(self.norm(state), self.norm(tangent))
+        state, tangents = pair
+        return jnp.maximum(self.norm(state), jnp.max(jax.vmap(self.norm)(tangents)))
 
 
-class _WithTangent(eqx.Module):
-    """``(g, ∂g/∂(θ, y) · (θ̇, ẏ))`` of ``g = fn(t, y, combine(θ, static))`` at
-    ``((y, ẏ), (θ, θ̇))``: the vector field of the pair, or its step projection."""
+class _WithTangents(eqx.Module):
+    """``(g, ∂g/∂(θ, y) · (θ̇_k, ẏ_k) for each direction k)`` of
+    ``g = fn(t, y, combine(θ, static))`` at ``((y, ẏ), (θ, θ̇))`` (``ẏ``, ``θ̇`` leaves
+    ``(directions, ...)``): the vector field of the state and its tangents, or its step
+    projection. One linearisation serves every direction."""
 
     fn: Callable = eqx.field(static=True)
-    static: Any = eqx.field(static=True)
+    static: Any  # the arguments' non-differentiable part (its arrays stay arrays)
 
     def __call__(self, t, pair, args):
-        (y, y_dot), (params, params_dot) = pair, args
-        return jax.jvp(
-            lambda p, y_: self.fn(t, y_, eqx.combine(p, self.static)),
-            (params, y),
-            (params_dot, y_dot),
+        (y, y_dots), (params, params_dots) = pair, args
+        value, linear = jax.linearize(
+            lambda p, y_: self.fn(t, y_, eqx.combine(p, self.static)), params, y
         )
+        return value, jax.vmap(linear)(params_dots, y_dots)
+
+
+def _tangent_solve(params, y0, params_dots, y0_dots, *, static, vector_field, solver,
+                   controller, ts, t0, dt0, max_steps):  # fmt: skip
+    """The tangents ``(ys_dot (directions, n_t, ...), y_end_dot (directions, ...))`` of the
+    solve from ``(params, y0)`` along the directions ``(params_dots, y0_dots)`` (leaves
+    ``(directions, ...)``), integrated with the state under one error control (NaN where that
+    solve fails)."""
+    if isinstance(solver, ProjectedSolver):
+        solver = ProjectedSolver(solver.solver, _WithTangents(solver.projection, static))
+    if hasattr(controller, "norm"):  # an adaptive controller (fixed steps: the same steps)
+        controller = eqx.tree_at(lambda c: c.norm, controller, _JointNorm(controller.norm))
+    pair_params, pair_static = eqx.partition((params, params_dots), eqx.is_array)
+    (ys, end), _ = forward_solve(
+        (pair_params, (y0, y0_dots)), pair_static, _WithTangents(vector_field, static), solver,
+        controller, ts, t0, dt0, max_steps, store=None,
+    )  # fmt: skip
+    failed = end[2] != diffrax.RESULTS.successful
+    ys_dot = jtu.tree_map(lambda x: jnp.moveaxis(x, 1, 0), ys[1])  # directions first
+    return jtu.tree_map(lambda x: jnp.where(failed, jnp.nan, x), (ys_dot, end[1][1]))
+
+
+def _directions(params, y0, params_dot, y0_dot, options):
+    """:func:`_tangent_solve` of one direction (leaves as the primal's), and under ``vmap``
+    over directions alone (``jax.jacfwd``) of all of them in one solve."""
+    arrays, rest = eqx.partition(options, eqx.is_array)  # traced tolerances, times
+
+    def one(params, y0, params_dot, y0_dot, arrays):
+        add = lambda tree: jtu.tree_map(lambda x: x[None], tree)  # noqa: E731
+        out = _tangent_solve(params, y0, add(params_dot), add(y0_dot),
+                             **eqx.combine(arrays, rest))  # fmt: skip
+        return jtu.tree_map(lambda x: x[0], out)
+
+    @jax.custom_batching.custom_vmap
+    def directions(params, y0, params_dot, y0_dot, arrays):
+        return one(params, y0, params_dot, y0_dot, arrays)
+
+    @directions.def_vmap
+    def _rule(axis_size, in_batched, params, y0, params_dot, y0_dot, arrays):
+        primal_batched = any(jtu.tree_leaves((in_batched[0], in_batched[1], in_batched[4])))
+        if primal_batched:  # variants of the model (vmap of a fit): one solve each
+            axes = tuple(jtu.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
+            out = jax.vmap(one, in_axes=axes)(params, y0, params_dot, y0_dot, arrays)
+        else:
+            spread = lambda tree, batched: jtu.tree_map(  # noqa: E731
+                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size, *jnp.shape(x))),
+                tree, batched)  # fmt: skip
+            out = _tangent_solve(params, y0, spread(params_dot, in_batched[2]),
+                                 spread(y0_dot, in_batched[3]), **eqx.combine(arrays, rest))
+        return out, jtu.tree_map(lambda _: True, out)
+
+    return directions(params, y0, params_dot, y0_dot, arrays)
 
 
 def solve_with_forward_sensitivity(dynamic, **options):
@@ -110,17 +164,6 @@ def _solve_jvp(primals, tangents, *, static, vector_field, solver, controller, t
         lambda d, x: d if d is not None or x is None else jnp.zeros_like(x), dynamic_dot, dynamic,
         is_leaf=lambda d: d is None,
     )
-    if isinstance(solver, ProjectedSolver):
-        solver = ProjectedSolver(solver.solver, _WithTangent(solver.projection, static))
-    if hasattr(controller, "norm"):  # an adaptive controller (fixed steps: the same steps)
-        controller = eqx.tree_at(lambda c: c.norm, controller, _JointNorm(controller.norm))
-    args = (params, params_dot)
-    pair_params, pair_static = eqx.partition(args, eqx.is_array)
-    (ys, end), _ = forward_solve(
-        (pair_params, (y0, y0_dot)), pair_static, _WithTangent(vector_field, static), solver,
-        controller, ts, t0, dt0, max_steps, store=None,
-    )  # fmt: skip
-    failed = end[2] != diffrax.RESULTS.successful
-    ys_dot, y_end_dot = jtu.tree_map(lambda x: jnp.where(failed, jnp.nan, x), (ys[1], end[1][1]))
+    ys_dot, y_end_dot = _directions(params, y0, params_dot, y0_dot, options)
     no_tangent = {name: None for name in out[1][3]}  # the step counts
     return out, (ys_dot, (None, y_end_dot, None, no_tangent))
