@@ -18,8 +18,9 @@ both (the error norm is the larger of the state's and the tangent's, each scaled
 tolerance is ``atol`` per unit of the differentiated direction, so differentiate with respect
 to parameters of order one (a logarithm, a scaled value — the identification toolkit's
 coordinates are). A projecting solver (:class:`~diffmbs._projection.ProjectedSolver`) pushes
-the tangent through its projection's derivative. Under ``jax.jacfwd`` each tangent direction
-gets its own solve (the primal and one tangent, its own steps), plus one solve of the primal.
+the tangent through its projection's derivative. Under ``jax.jacfwd`` every direction rides in
+one solve (a ``custom_vmap`` over the directions): each stage linearises the model's equations
+once and applies that to every tangent, and the controller watches them all.
 
 The state's values come from a separate solve of the state alone, so they do not depend on
 being differentiated. Where the tangent's solve fails (step budget) its tangents are NaN.
@@ -46,9 +47,9 @@ class ForwardSensitivity(eqx.Module):
     """Forward-mode derivatives (``jax.jvp``, ``jax.jacfwd``) whose local error the step-size
     controller limits with the state's (module docstring). Pass as
     ``simulate(..., adjoint=ForwardSensitivity())``. Any solver; reverse mode is not
-    supported (use :class:`~diffmbs.adjoint.DiscreteAdjoint`). Costs about 2–4 forward solves
-    per tangent direction: more steps where the tangent needs them, and each step
-    differentiates the model's equations once."""
+    supported (use :class:`~diffmbs.adjoint.DiscreteAdjoint`). Costs one forward solve more
+    than ``diffrax.ForwardMode`` (the state alone, for its values) and more steps where the
+    tangents need them (``benchmarks/forward_sensitivity.py``)."""
 
 
 class _JointNorm(eqx.Module):
