@@ -151,7 +151,7 @@ def test_fit_command_errors_are_one_line(tmp_path, capsys):
     assert err.startswith("diffmbs: error: parameters[0]") and len(err.splitlines()) == 1
 
 
-@pytest.mark.long
+@pytest.mark.slow  # suite time; the library's resume is tested in test_identification_fit etc.
 def test_resume_after_a_kill_gives_the_uninterrupted_result(tmp_path):
     text = FIT_JOB.replace("duration_s = 0.15", "duration_s = 0.04")
     job = write_job(tmp_path, text.replace("refine = 1", "refine = 1\nrefine_initial = false"))

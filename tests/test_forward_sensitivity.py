@@ -77,7 +77,8 @@ def test_tangents_meet_the_tolerance_where_the_steps_alone_do_not(reference):
     )
 
 
-@pytest.mark.parametrize("how", ["linearly implicit solver", "lockstep batch"])
+@pytest.mark.parametrize("how", [pytest.param("linearly implicit solver", marks=pytest.mark.slow),
+                                 "lockstep batch"])  # fmt: skip
 def test_other_solvers_and_batches(reference, how):
     def first(log_parameters):
         stiffness, friction = jnp.exp(log_parameters)
@@ -96,6 +97,7 @@ def test_other_solvers_and_batches(reference, how):
     assert np.all(error < 1e-4), error  # measured ≤ 1.4e-5
 
 
+@pytest.mark.slow  # 14 s, mostly compiling the projection's derivative
 def test_projected_steps_carry_the_projection_derivative():
     """A pendulum in Cartesian coordinates projected onto its constraint after every step:
     ∂(position)/∂(length) against central differences (rtol 1e-11)."""
