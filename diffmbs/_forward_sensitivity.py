@@ -59,8 +59,10 @@ class _JointNorm(eqx.Module):
     norm: Callable
 
     def __call__(self, pair):
-        state, tangents = pair
-        return jnp.maximum(self.norm(state), jnp.max(jax.vmap(self.norm)(tangents)))
+        # The controller's decision, never differentiated (stop_gradient: no max tangent hazard)
+        state, tangents = jax.lax.stop_gradient(pair)
+        own, worst = self.norm(state), jnp.max(jax.vmap(self.norm)(tangents))
+        return jnp.where(worst > own, worst, own)
 
 
 class _WithTangents(eqx.Module):
