@@ -14,7 +14,9 @@ linearly and periodically (continuous, so the contact's gap is continuous as it 
 
 These pieces (:func:`cell_pressures`, :func:`interpolate_periodic`) are those of
 :class:`diffmbs.multibody.WearingClearance`, which integrates the maps as internal states of a
-simulation.
+simulation; :class:`diffmbs.multibody.CrownedWearingClearance` (a 3-D journal that tilts) wears
+maps over angle × axial position under Hertz's ellipse (:func:`ellipse_cell_pressures`,
+:func:`interpolate_map`).
 
 **Many cycles** (:func:`predict_wear`). A joint loses micrometres over 10⁵–10⁷ cycles; nobody
 simulates them all. The rule (Tasora et al. simulate a few settled cycles and accumulate; the
@@ -54,11 +56,19 @@ from jaxtyping import Array, ArrayLike
 from tqdm.auto import tqdm
 
 from diffmbs.integrate import simulate
-from diffmbs.multibody._wear import cell_pressures, interpolate_periodic, wrap_angle
+from diffmbs.multibody._wear import (
+    AbstractWearingJournal,
+    cell_pressures,
+    interpolate_periodic,
+    wrap_angle,
+)
+from diffmbs.multibody._wear3d import ellipse_cell_pressures, interpolate_map
 
 __all__ = [
     "WearPrediction",
     "cell_pressures",
+    "ellipse_cell_pressures",
+    "interpolate_map",
     "interpolate_periodic",
     "predict_wear",
     "wear_element",
@@ -68,7 +78,8 @@ __all__ = [
 
 class WearPrediction(NamedTuple):
     """:func:`predict_wear`'s result: ``cycles`` (u + 1,) the cycles worn after each update
-    (0 first); ``bore`` and ``journal`` ``(u + 1, cells)`` the worn depths (m) then;
+    (0 first); ``bore`` and ``journal`` ``(u + 1, *map_shape)`` the worn depths (m) then
+    (``(cells,)`` around a planar joint's surfaces, ``(cells, axial_cells)`` on a 3-D one's);
     ``schedule`` the updates' extrapolated cycles (pass it back to differentiate);
     ``simulated_cycles``: how many were simulated."""
 
@@ -94,8 +105,10 @@ def predict_wear(
     progress: bool = True,
     **simulate_options: Any,
 ) -> WearPrediction:
-    """The worn maps of ``model``'s :class:`~diffmbs.multibody.WearingClearance` ``element``
-    after ``cycles`` periods of ``period`` (s), by the rule of the module docstring.
+    """The worn maps of ``model``'s wearing joint ``element``
+    (:class:`~diffmbs.multibody.WearingClearance`,
+    :class:`~diffmbs.multibody.CrownedWearingClearance`) after ``cycles`` periods of ``period``
+    (s), by the rule of the module docstring.
 
     ``q0``, ``v0``: the state at ``t = 0`` (the motion's drive must repeat every ``period``);
     ``model``'s held internal states (``with_internal_state``) are the start (new surfaces:
@@ -105,7 +118,7 @@ def predict_wear(
     maximal = getattr(model, "full", model)  # a model in joint coordinates holds one
     joint = wear_element(maximal, element)
     start = maximal.internal_slices()[element].start + joint.friction_states
-    stop = start + 2 * joint.cells  # the maps' rows in z (static)
+    stop = start + 2 * joint.map_size  # the maps' rows in z (static)
     m = int(cycles_per_update)
     if cycles < m or m < 1 or settle_cycles < 0:
         raise ValueError(f"predict_wear: need cycles ≥ cycles_per_update ≥ 1 and "
@@ -125,7 +138,7 @@ def predict_wear(
                           simulate_options)  # fmt: skip
         maps = jnp.concatenate([state[2][None, start:stop], maps])
         simulated = settle_cycles + m * len(schedule)
-        return _prediction(maps, [int(n) for n in schedule], joint.cells, simulated)
+        return _prediction(maps, [int(n) for n in schedule], joint.map_shape, simulated)
 
     def update(state, t, n, length):
         numbers = (jnp.asarray(x, float) for x in (t, n * period, n, length))  # traced: one program
@@ -153,12 +166,14 @@ def predict_wear(
             bar.update(length)
     finally:
         bar.close()
-    return _prediction(jnp.stack(maps), used, joint.cells, settle_cycles + m * len(used))
+    return _prediction(jnp.stack(maps), used, joint.map_shape, settle_cycles + m * len(used))
 
 
-def _prediction(maps, schedule, cells, simulated) -> WearPrediction:
+def _prediction(maps, schedule, shape, simulated) -> WearPrediction:
     counts = tuple(int(c) for c in np.cumsum([0, *schedule]))
-    return WearPrediction(counts, maps[:, :cells], maps[:, cells:], tuple(schedule), simulated)
+    n = math.prod(shape)
+    bore, journal = (maps[:, :n].reshape(-1, *shape), maps[:, n:].reshape(-1, *shape))
+    return WearPrediction(counts, bore, journal, tuple(schedule), simulated)
 
 
 @eqx.filter_jit
@@ -205,14 +220,15 @@ def _scheduled(model, state, simulated, extrapolated, t_start, period, rows, opt
 
 
 def wear_element(model: Any, name: str):
-    """``model``'s :class:`~diffmbs.multibody.WearingClearance` force element ``name`` (a model
-    in joint coordinates: its full model's); a :class:`ValueError` names what is wrong."""
+    """``model``'s wearing force element ``name`` (an
+    :class:`~diffmbs.multibody.AbstractWearingJournal`; a model in joint coordinates: its full
+    model's); a :class:`ValueError` names what is wrong."""
     model = getattr(model, "full", model)
     for group in getattr(model, "force_groups", ()):
         if name in group.names:
             member = group.member(group.names.index(name))
-            if not hasattr(member, "wear_coefficient"):
+            if not isinstance(member, AbstractWearingJournal):
                 raise ValueError(f"force element {name!r} is a {type(member).__name__}, not a "
-                                 "WearingClearance")  # fmt: skip
+                                 "wearing joint (WearingClearance, CrownedWearingClearance)")
             return member
     raise ValueError(f"no force element {name!r} in the model")

@@ -2,8 +2,8 @@
 assembled into a :class:`~diffmbs.system.MechanicalSystem` (:class:`MultibodyModel`).
 
 Pipeline, one private module per stage: ``_bodies`` (rigid bodies, frames, kinematics) →
-``_joints`` (constraint functions) → ``_forces`` / ``_contact`` / ``_clearance`` / ``_wear``
-(force elements) → ``_sensors``
+``_joints`` (constraint functions) → ``_forces`` / ``_contact`` / ``_clearance`` / ``_wear`` /
+``_wear3d`` (force elements) → ``_sensors``
 → ``_modal`` (flexible FFR bodies; their FE nodes as attachments) → ``_model`` (the model and
 its builder; elements of one type stacked and ``vmap``ped) →
 ``_assembly`` (position analysis, consistent velocities, static equilibrium) →
@@ -70,7 +70,8 @@ from diffmbs.multibody._sensors import (
     PotentialEnergy,
 )
 from diffmbs.multibody._tree import JointCoordinateModel, in_joint_coordinates
-from diffmbs.multibody._wear import WearingClearance
+from diffmbs.multibody._wear import AbstractWearingJournal, WearingClearance
+from diffmbs.multibody._wear3d import CrownedWearingClearance
 
 __all__ = [
     "JointCoordinateModel",
@@ -80,6 +81,7 @@ __all__ = [
     "AbstractForceElement",
     "AbstractJoint",
     "AbstractSensor",
+    "AbstractWearingJournal",
     "AppliedForce",
     "AppliedTorque",
     "AssemblyError",
@@ -89,6 +91,7 @@ __all__ = [
     "BodyState",
     "Bushing",
     "ConstantRate",
+    "CrownedWearingClearance",
     "Cylindrical",
     "Distance",
     "ElementForce",

@@ -82,6 +82,7 @@ from diffmbs.multibody._sensors import (
     PotentialEnergy,
 )
 from diffmbs.multibody._wear import WearingClearance
+from diffmbs.multibody._wear3d import CrownedWearingClearance
 
 __all__ = ["FORCE_TYPES", "JOINT_TYPES", "SENSOR_TYPES", "model_from_dict", "model_from_toml"]
 
@@ -107,6 +108,7 @@ FORCE_TYPES: dict[str, type] = {
     "sphere_sphere": SphereSphere,
     "revolute_clearance": RevoluteClearance,
     "wearing_clearance": WearingClearance,
+    "crowned_wearing_clearance": CrownedWearingClearance,
     "translational_clearance": TranslationalClearance,
 }
 SENSOR_TYPES: dict[str, type] = {

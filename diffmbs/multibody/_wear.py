@@ -39,7 +39,13 @@ from diffmbs.multibody._forces import Wrench
 from diffmbs.parameters import check_physical_value
 from diffmbs.rotations import safe_norm
 
-__all__ = ["WearingClearance", "cell_pressures", "interpolate_periodic", "wrap_angle"]
+__all__ = [
+    "AbstractWearingJournal",
+    "WearingClearance",
+    "cell_pressures",
+    "interpolate_periodic",
+    "wrap_angle",
+]
 
 
 def wrap_angle(angle: ArrayLike) -> Array:
@@ -113,22 +119,19 @@ def _angle_about(axis: Array, direction: Array) -> Array:
     return jnp.where(centred, 0.0, jnp.arctan2(y, jnp.where(centred, 1.0, x)))  # finite slope
 
 
-class WearingClearance(AbstractJournalBearing):
-    """A planar journal–bearing joint with clearance whose bore and journal wear (module
-    docstring). Geometry as :class:`RevoluteClearance` (without ``half_length``), and:
+class AbstractWearingJournal(AbstractJournalBearing):
+    """A journal–bearing joint with clearance whose bore and journal carry worn-depth maps as
+    internal states (after a friction law's): the fields every wearing joint has.
 
-    - ``journal_radius`` r (m, > 0) and ``length`` L (m): the contact strip's;
+    - ``journal_radius`` r (m, > 0);
     - ``contact_modulus`` E* (Pa, :func:`diffmbs.hertz.contact_modulus`);
     - ``wear_coefficient`` ``(2,)`` (1/Pa = m²/N): Archard's dimensional coefficients of the
       bore and of the journal;
-    - ``cells`` (static): cells of each map, equal angles (default 180: 2° each).
-
-    Output: the normal force (N), ``(1,)``, at the worn gap.
+    - ``cells`` (static): cells of each map around the surface, equal angles (default 180).
     """
 
     journal_radius: Array = eqx.field(kw_only=True, converter=as_float_array,
                                       metadata={"units": "m"})  # fmt: skip
-    length: Array = eqx.field(kw_only=True, converter=as_float_array, metadata={"units": "m"})
     contact_modulus: Array = eqx.field(kw_only=True, converter=as_float_array,
                                        metadata={"units": "Pa"})  # fmt: skip
     wear_coefficient: Array = eqx.field(kw_only=True, converter=as_float_array,
@@ -139,9 +142,9 @@ class WearingClearance(AbstractJournalBearing):
     def n_contacts(self) -> int:
         return 1
 
-    def __check_init__(self):
+    def _check_wear_fields(self, lengths: tuple[str, ...]):
         name = type(self).__name__
-        for field in ("clearance", "journal_radius", "length", "contact_modulus"):
+        for field in ("clearance", "journal_radius", "contact_modulus", *lengths):
             check_physical_value(field, getattr(self, field), f"{name}.{field}")
         if jnp.shape(self.wear_coefficient) != (2,):
             raise ValueError(f"{name}.wear_coefficient: expected (bore, journal), shape (2,), "
@@ -152,17 +155,49 @@ class WearingClearance(AbstractJournalBearing):
             raise ValueError(f"{name}.cells must be an integer ≥ 3, got {self.cells!r}")
 
     @property
+    def map_shape(self) -> tuple[int, ...]:
+        """One surface's map: ``(cells,)`` around it (and its axial cells, where it has them)."""
+        return (self.cells,)
+
+    @property
+    def map_size(self) -> int:
+        return math.prod(self.map_shape)
+
+    @property
     def friction_states(self) -> int:
         return 0 if self.friction is None else self.friction.state_size
 
     @property
     def state_size(self) -> int:
-        return self.friction_states + 2 * self.cells
+        return self.friction_states + 2 * self.map_size
 
     def maps(self, state: Array) -> tuple[Array, Array]:
-        """The worn depths ``(bore (cells,), journal (cells,))`` (m) in ``state``."""
+        """The worn depths ``(bore, journal)``, each of :attr:`map_shape` (m), in ``state``."""
         worn = state[self.friction_states :]
-        return worn[: self.cells], worn[self.cells :]
+        n = self.map_size
+        return worn[:n].reshape(self.map_shape), worn[n:].reshape(self.map_shape)
+
+    def _hertz_load(self, normal: Array, area: Array) -> Array:
+        """The load (N) the patch's size is computed from, floored at the micro-load
+        ``1e-12 E* area`` (``area`` m², the patch's scale): a smoothed contact passes through
+        loads of 1e-300 N, where the size's slope overflows; the peak from the true load keeps
+        the cells carrying it exactly."""
+        floor = 1e-12 * self.contact_modulus * area
+        return jnp.where(normal > floor, normal, floor)
+
+
+class WearingClearance(AbstractWearingJournal):
+    """A planar journal–bearing joint with clearance whose bore and journal wear (module
+    docstring). Geometry as :class:`RevoluteClearance` (without ``half_length``), the fields of
+    :class:`AbstractWearingJournal`, and ``length`` L (m): the contact strip's.
+
+    Output: the normal force (N), ``(1,)``, at the worn gap.
+    """
+
+    length: Array = eqx.field(kw_only=True, converter=as_float_array, metadata={"units": "m"})
+
+    def __check_init__(self):
+        self._check_wear_fields(("length",))
 
     def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
         """The unworn surfaces' contact, as :meth:`RevoluteClearance.contacts` (leading axis
@@ -185,12 +220,8 @@ class WearingClearance(AbstractJournalBearing):
         wrench, friction_rate, normal = self._loads(contacts, state[: self.friction_states], ki)
         normal, slide = normal[0], contacts[4]
         r = self.journal_radius
-        # The strip's width from a load floored at a scale-aware micro-load: a smoothed contact
-        # passes through loads of 1e-300 N, where √P's slope overflows; the peak from the true
-        # load keeps p₀·b = 2P/(πL), so the cells still carry P exactly.
-        floor = 1e-12 * self.contact_modulus * self.length * r
-        hertz_load = jnp.where(normal > floor, normal, floor)
-        half_width, _ = line_contact(hertz_load, self.length, r, -(r + self.clearance),
+        load = self._hertz_load(normal, self.length * r)
+        half_width, _ = line_contact(load, self.length, r, -(r + self.clearance),
                                      self.contact_modulus)  # fmt: skip
         peak = 2.0 * normal / (math.pi * half_width * self.length)
         speed = safe_norm(slide[0])
