@@ -9,8 +9,10 @@ instrument, is a radius at angles around the surface. Here:
 * ``surface="journal"``: the journal's loss of radius, ``h_journal(θ)`` (m).
 
 ``θ`` is the surface's angle in its body's frame (:class:`diffmbs.multibody.WearingClearance`'s
-origin). The prediction runs :func:`~diffmbs.wear.predict_wear` with its update lengths held
-(``schedule``: a gradient needs them fixed), interpolates the map at the measured angles and
+origin); on a joint whose maps run along the axis too
+(:class:`~diffmbs.multibody.CrownedWearingClearance`) each point also has its axial position.
+The prediction runs :func:`~diffmbs.wear.predict_wear` with its update lengths held
+(``schedule``: a gradient needs them fixed), interpolates the map at the measured points and
 compares linearly: ``r = w · (pred − meas) / scale``.
 """
 
@@ -25,7 +27,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs.integrate import ForwardSensitivity
-from diffmbs.wear import interpolate_periodic, predict_wear, wear_element
+from diffmbs.wear import predict_wear, wear_element
 from identification._experiments import AbstractExperiment, _default_simulate_kwargs, _vector
 
 __all__ = ["WearProfileExperiment"]
@@ -41,7 +43,9 @@ class WearProfileExperiment(AbstractExperiment):
     - ``name``, ``model`` (a multibody model with a
       :class:`~diffmbs.multibody.WearingClearance` ``element``, started from
       ``model.initial_state()``);
-    - ``angles`` ``(n,)`` rad and ``measured`` ``(n,)`` m: the profile;
+    - ``angles`` ``(n,)`` rad and ``measured`` ``(n,)`` m: the profile; ``axial`` ``(n,)`` m
+      the positions along the surface's axis from its centre, for a joint whose maps have
+      them (:class:`~diffmbs.multibody.CrownedWearingClearance`; refused otherwise);
     - ``surface``: ``"bore"`` or ``"journal"``;
     - ``period`` (s, the motion's), ``schedule`` (the updates' cycles, adding up to the cycles
       worn), ``settle_cycles`` and ``cycles_per_update``: :func:`~diffmbs.wear.predict_wear`'s;
@@ -56,6 +60,7 @@ class WearProfileExperiment(AbstractExperiment):
     model: Any
     measured: Array
     angles: Array
+    axial: Array | None
     weights: Array
     element: str = eqx.field(static=True)
     surface: str = eqx.field(static=True)
@@ -82,6 +87,7 @@ class WearProfileExperiment(AbstractExperiment):
         weights: ArrayLike | None = None,
         scale: float = 1e-6,
         simulate_kwargs: Mapping[str, Any] | None = None,
+        axial: ArrayLike | None = None,
     ):
         self.name = name
         meas = _vector(measured, "measured", name)
@@ -98,9 +104,16 @@ class WearProfileExperiment(AbstractExperiment):
             raise ValueError(f"experiment {name!r}: period and scale must be positive, got "
                              f"{period}, {scale}")  # fmt: skip
         try:
-            wear_element(model, element)
+            joint = wear_element(model, element)
         except ValueError as err:
             raise ValueError(f"experiment {name!r}: {err}") from None
+        along = joint.axial_centres(surface) is not None
+        if along != (axial is not None):
+            wanted = "needs" if along else "takes no"
+            raise ValueError(f"experiment {name!r}: the {type(joint).__name__} {element!r} "
+                             f"{wanted} axial positions for its profile")  # fmt: skip
+        self.axial = None if axial is None else jnp.asarray(_vector(axial, "axial", name,
+                                                                    meas.size))  # fmt: skip
         self.model = model
         self.measured = jnp.asarray(meas)
         self.angles = jnp.asarray(theta)
@@ -143,10 +156,10 @@ class WearProfileExperiment(AbstractExperiment):
             settle_cycles=self.settle_cycles, cycles_per_update=self.cycles_per_update,
             schedule=self.schedule, progress=False, **self.simulate_kwargs,
         )  # fmt: skip
-        if self.surface == "bore":
-            depth = interpolate_periodic(worn.bore[-1], self.angles)
-            return wear_element(model, self.element).clearance + depth
-        return interpolate_periodic(worn.journal[-1], self.angles)
+        joint = wear_element(model, self.element)
+        depth = worn.bore[-1] if self.surface == "bore" else worn.journal[-1]
+        depth = joint.depth_at(self.surface, depth, self.angles, self.axial)
+        return joint.clearance + depth if self.surface == "bore" else depth
 
     def residuals_from_prediction(self, prediction: Array) -> Array:
         return self.weights * (prediction - self.measured) / self.scale

@@ -24,7 +24,9 @@ import scipy.special
 import diffmbs
 import diffmbs.multibody as mb
 from diffmbs import hertz, simulate, wear
+from diffmbs.app import main
 from diffmbs.multibody import BodyKinematics
+from identification import WearProfileExperiment
 
 diffmbs.configure()
 
@@ -56,12 +58,12 @@ def _hertz_ellipse(force):
     return (a, b, peak) if axial <= around else (b, a, peak)
 
 
-def _joint(clearance=C, crown=CROWN, wear_coefficient=K_WEAR, cells=(CELLS, AXIAL)):
+def _joint(clearance=C, crown=CROWN, wear_coefficient=K_WEAR, cells=CELLS, axial_cells=AXIAL):
     return mb.CrownedWearingClearance(
         "ground", (0, 0, 0), (0, 0, 1), "journal", (0, 0, 0), (0, 0, 1), clearance,
         journal_radius=R, contact_modulus=MODULUS, wear_coefficient=wear_coefficient,
-        crown_radius=crown, half_length=HALF, bore_half_length=BORE_HALF, cells=cells[0],
-        axial_cells=cells[1], stiffness=STIFFNESS, damping=0.5, smoothing=1e-10,
+        crown_radius=crown, half_length=HALF, bore_half_length=BORE_HALF, cells=cells,
+        axial_cells=axial_cells, stiffness=STIFFNESS, damping=0.5, smoothing=1e-10,
     )  # fmt: skip
 
 
@@ -187,3 +189,57 @@ def test_gradients_through_crown_and_clearance_match_differences():
     differences = (4 * central(1e-3) - central(2e-3)) / 3
     scale = np.abs(differences).max(axis=1, keepdims=True)  # per output
     np.testing.assert_allclose(jac / scale, differences / scale, rtol=1e-3, atol=1e-3)
+
+
+def test_the_wear_command_writes_the_maps_of_a_3d_joint(tmp_path):
+    """``diffmbs wear`` on the tilted journal: 300 revolutions in updates of one simulated
+    revolution; the worn volume is Archard's ``k m g v t`` and the bore's scar sits where
+    statics puts it, in ``profile.csv``'s rows of angle × axial position."""
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[model]
+name = "test_wear3d:_journal_model"
+cells = 24
+axial_cells = 12
+
+[wear]
+element = "bearing"
+period_s = {2 * math.pi / OMEGA}
+cycles = 300
+settle_cycles = 0
+cycles_per_update = 1
+
+[simulation]
+rtol = 1e-9
+atol = 1e-12
+max_steps = 50000
+
+[[experiments]]
+name = "journal"
+""")
+    assert main(["wear", str(job), "--out", str(tmp_path / "wear")]) == 0
+    out = tmp_path / "wear"
+    profile = np.genfromtxt(out / "profile.csv", delimiter=",", names=True)
+    assert profile.size == 24 * 12
+    bore = 1e-6 * profile["bore_um"]
+    cell = 2 * math.pi / 24 * (R + C) * 2 * BORE_HALF / 12
+    revolution = 2 * math.pi / OMEGA
+    np.testing.assert_allclose(bore.sum() * cell, K_WEAR[0] * MASS * G * OMEGA * R * 300
+                               * revolution, rtol=3e-3)  # fmt: skip
+    centroid = bore @ (1e-3 * profile["bore_axial_mm"]) / bore.sum()
+    np.testing.assert_allclose(centroid, OFFSET, atol=0.02 * _hertz_ellipse(MASS * G)[0])
+    history = np.genfromtxt(out / "wear_history.csv", delimiter=",", names=True)
+    np.testing.assert_allclose(history["bore_volume_mm3"][-1], 1e9 * bore.sum() * cell,
+                               rtol=1e-6)  # fmt: skip
+    assert (out / "wear.png").stat().st_size > 10_000
+
+
+def test_a_3d_joints_profile_needs_axial_positions():
+    model = _journal_model(cells=12, axial_cells=4)
+    angles, measured = np.radians([10.0, 20.0]), np.full(2, C)
+    with pytest.raises(ValueError, match="'bearing' needs axial positions"):
+        WearProfileExperiment("bore", model, "bearing", angles, measured, period=0.1,
+                              schedule=[10], cycles_per_update=1)  # fmt: skip
+    experiment = WearProfileExperiment("bore", model, "bearing", angles, measured, period=0.1,
+                                       schedule=[10], cycles_per_update=1, axial=[0.0, 1e-3])
+    assert experiment.axial.shape == (2,)

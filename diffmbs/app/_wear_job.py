@@ -5,7 +5,9 @@ A profile file is a CSV with a header and two columns: the angle on the surface 
 (``angle_deg``, from the body frame's x̂ about the surface's axis, as
 :class:`~diffmbs.multibody.WearingClearance` measures it) and the profile in micrometres
 (``radius_um``: for the bore its radius minus the journal's nominal radius, clearance and
-worn depth; for the journal its loss of radius).
+worn depth; for the journal its loss of radius); for a joint whose maps run along the axis
+too (:class:`~diffmbs.multibody.CrownedWearingClearance`) a third, ``axial_mm``: the position
+along the surface's axis from its centre.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ __all__ = ["add_wear_command", "profile_experiment", "read_profile_csv", "run_we
 PROFILE_COLUMNS = ("angle_deg", "radius_um")
 
 
-def read_profile_csv(path: Path, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(angles rad (n,), profile m (n,))`` from a profile file (module docstring); a
-    :class:`ConfigError` names the column or row at fault."""
+def read_profile_csv(path: Path, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(angles rad (n,), profile m (n,), axial positions m (n,) or None)`` from a profile
+    file (module docstring); a :class:`ConfigError` names the column or row at fault."""
     try:
         table = np.genfromtxt(path, delimiter=",", names=True, dtype=float, encoding="utf-8")
     except ValueError as err:
@@ -44,7 +46,8 @@ def read_profile_csv(path: Path, where: str) -> tuple[np.ndarray, np.ndarray]:
         raise ConfigError(f"{where}: {path.name} has the columns {', '.join(names) or 'none'}; "
                           f"expected {', '.join(PROFILE_COLUMNS)}")  # fmt: skip
     table = np.atleast_1d(table)
-    for column in PROFILE_COLUMNS:
+    columns = PROFILE_COLUMNS + (("axial_mm",) if "axial_mm" in names else ())
+    for column in columns:
         bad = ~np.isfinite(table[column])
         if bad.any():
             row = int(np.argmax(bad))
@@ -52,23 +55,25 @@ def read_profile_csv(path: Path, where: str) -> tuple[np.ndarray, np.ndarray]:
                               "number")  # fmt: skip
     if table.size < 2:
         raise ConfigError(f"{where}: {path.name} needs two rows or more")
-    return np.radians(table["angle_deg"]), 1e-6 * table["radius_um"]
+    axial = 1e-3 * table["axial_mm"] if "axial_mm" in names else None
+    return np.radians(table["angle_deg"]), 1e-6 * table["radius_um"], axial
 
 
 def profile_experiment(job: Job, i: int, spec: ExperimentSpec, options: dict):
     """The measured profile of ``job.experiments[i]`` as a
     :class:`~identification.WearProfileExperiment` over ``[wear] updates`` equal updates."""
     wear = job.wear
-    angles, measured = read_profile_csv(spec.profile_path, f"experiments[{i}].profile")
+    where = f"experiments[{i}].profile"
+    angles, measured, axial = read_profile_csv(spec.profile_path, where)
     try:
         return WearProfileExperiment(
             spec.name, spec.model, wear.element, angles, measured, period=wear.period_s,
             schedule=wear.schedule(), surface=spec.profile_surface,
             settle_cycles=wear.settle_cycles, cycles_per_update=wear.cycles_per_update,
-            simulate_kwargs=options,
+            simulate_kwargs=options, axial=axial,
         )  # fmt: skip
     except ValueError as err:
-        raise ConfigError(f"experiments[{i}]: {err}") from None
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def run_wear_job(job: Job | str | Path, out_dir, *, progress: bool = True) -> dict:
@@ -100,12 +105,11 @@ def run_wear_job(job: Job | str | Path, out_dir, *, progress: bool = True) -> di
     seconds = time.perf_counter() - started
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cells = joint.cells
-    angles = 360.0 * (np.arange(cells) + 0.5) / cells
-    bore, journal = np.asarray(worn.bore), np.asarray(worn.journal)
-    write_csv_atomic(out_dir / "profile.csv", ["angle_deg", "bore_um", "journal_um"],
-                     [angles, 1e6 * bore[-1], 1e6 * journal[-1]])  # fmt: skip
-    areas = _cell_areas(joint)
+    _write_profile(out_dir / "profile.csv", joint, worn)
+    steps = len(worn.cycles)
+    bore = np.asarray(worn.bore).reshape(steps, -1)  # (updates + 1, cells of a map)
+    journal = np.asarray(worn.journal).reshape(steps, -1)
+    areas = [float(a) for a in joint.cell_areas()]
     write_csv_atomic(
         out_dir / "wear_history.csv",
         ["cycles", "bore_deepest_um", "journal_deepest_um", "bore_volume_mm3",
@@ -113,7 +117,7 @@ def run_wear_job(job: Job | str | Path, out_dir, *, progress: bool = True) -> di
         [np.asarray(worn.cycles, float), 1e6 * bore.max(axis=1), 1e6 * journal.max(axis=1),
          1e9 * areas[0] * bore.sum(axis=1), 1e9 * areas[1] * journal.sum(axis=1)],
     )  # fmt: skip
-    _plot(out_dir / "wear.png", angles, worn, wear.element)
+    _plot(out_dir / "wear.png", joint, worn, wear.element)
     report = {
         "element": wear.element,
         "cycles": wear.cycles,
@@ -131,11 +135,22 @@ def run_wear_job(job: Job | str | Path, out_dir, *, progress: bool = True) -> di
     return report
 
 
-def _cell_areas(joint) -> tuple[float, float]:
-    """The area of one cell (m²) of the bore and of the journal: worn volume = area × Σ depth."""
-    arc = 2.0 * np.pi / joint.cells * float(joint.length)
-    r = float(joint.journal_radius)
-    return arc * (r + float(joint.clearance)), arc * r
+def _write_profile(path: Path, joint, worn) -> None:
+    """``profile.csv``: the worn depths after the last update (µm) at the maps' cell centres —
+    by angle; on maps along the axis too, one row per cell with each surface's axial
+    position (mm)."""
+    angles = 360.0 * (np.arange(joint.cells) + 0.5) / joint.cells
+    bore, journal = np.asarray(worn.bore[-1]), np.asarray(worn.journal[-1])
+    if bore.ndim == 1:
+        write_csv_atomic(path, ["angle_deg", "bore_um", "journal_um"],
+                         [angles, 1e6 * bore, 1e6 * journal])  # fmt: skip
+        return
+    along = [1e3 * np.asarray(joint.axial_centres(s)) for s in ("bore", "journal")]
+    grid = [np.meshgrid(angles, x, indexing="ij") for x in along]  # (cells, axial) each
+    write_csv_atomic(path, ["angle_deg", "bore_axial_mm", "bore_um", "journal_axial_mm",
+                            "journal_um"],
+                     [grid[0][0].ravel(), grid[0][1].ravel(), 1e6 * bore.ravel(),
+                      grid[1][1].ravel(), 1e6 * journal.ravel()])  # fmt: skip
 
 
 def _gradients(job: Job, spec: ExperimentSpec, schedule, settings, cell_area) -> dict:
@@ -150,9 +165,9 @@ def _gradients(job: Job, spec: ExperimentSpec, schedule, settings, cell_area) ->
                             adjoint=job.simulation.adjoint(), **settings)  # fmt: skip
         return worn.bore[-1], worn.bore[-1]
 
-    jac, depth = jax.jacfwd(bore, has_aux=True)(jnp.asarray(theta))  # (cells, p), (cells,)
-    jac = np.asarray(jac)
-    deepest = int(np.argmax(np.asarray(depth)))
+    jac, depth = jax.jacfwd(bore, has_aux=True)(jnp.asarray(theta))  # (*map, p), map
+    jac, depth = np.asarray(jac).reshape(-1, theta.size), np.asarray(depth).reshape(-1)
+    deepest = int(np.argmax(depth))
     return {
         p.name: {"deepest_m": float(jac[deepest, i] * theta[i]),
                  "volume_m3": float(cell_area * jac[:, i].sum() * theta[i])}
@@ -160,25 +175,36 @@ def _gradients(job: Job, spec: ExperimentSpec, schedule, settings, cell_area) ->
     }  # fmt: skip
 
 
-def _plot(path: Path, angles, worn, element: str) -> None:
+def _plot(path: Path, joint, worn, element: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for k in np.unique(np.linspace(0, len(worn.cycles) - 1, 5).round().astype(int)):
-        left.plot(angles, 1e6 * np.asarray(worn.bore[k]), label=f"{worn.cycles[k]:,} cycles")
-    left.plot(angles, 1e6 * np.asarray(worn.journal[-1]), "k:", label="journal, last")
-    left.set(xlabel="angle on the surface (°)", ylabel="worn depth (µm)",
-             title=f"{element}: the bore's profile")  # fmt: skip
-    left.legend(fontsize=8)
-    right.plot(worn.cycles, 1e6 * np.asarray(worn.bore).max(axis=1), "o-", label="bore")
-    right.plot(worn.cycles, 1e6 * np.asarray(worn.journal).max(axis=1), "s-", label="journal")
+    angles = 360.0 * (np.arange(joint.cells) + 0.5) / joint.cells
+    last = 1e6 * np.asarray(worn.bore[-1])
+    if last.ndim == 1:
+        for k in np.unique(np.linspace(0, len(worn.cycles) - 1, 5).round().astype(int)):
+            left.plot(angles, 1e6 * np.asarray(worn.bore[k]), label=f"{worn.cycles[k]:,} cycles")
+        left.plot(angles, 1e6 * np.asarray(worn.journal[-1]), "k:", label="journal, last")
+        left.set(xlabel="angle on the surface (°)", ylabel="worn depth (µm)",
+                 title=f"{element}: the bore's profile")  # fmt: skip
+        left.legend(fontsize=8)
+        left.grid(alpha=0.3)
+    else:  # a map over angle × axial position
+        edges = 1e3 * np.asarray(joint.axial_edges()[0])
+        image = left.pcolormesh(np.linspace(0.0, 360.0, joint.cells + 1), edges, last.T)
+        fig.colorbar(image, ax=left, label="worn depth (µm)")
+        left.set(xlabel="angle on the bore (°)", ylabel="axial position (mm)",
+                 title=f"{element}: the bore after {worn.cycles[-1]:,} cycles")  # fmt: skip
+    steps = len(worn.cycles)
+    for surface, marker in (("bore", "o-"), ("journal", "s-")):
+        deepest = np.asarray(getattr(worn, surface)).reshape(steps, -1).max(axis=1)
+        right.plot(worn.cycles, 1e6 * deepest, marker, label=surface)
     right.set(xlabel="cycles", ylabel="deepest point (µm)", title="updates")
     right.legend()
-    for axis in (left, right):
-        axis.grid(alpha=0.3)
+    right.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -190,6 +216,8 @@ cycles, settle_cycles, cycles_per_update, max_depth_step_m), by diffmbs.wear.pre
 
 It writes under --out:
   profile.csv       angle_deg, bore_um, journal_um: the worn depths after the last update
+                    (maps along the axis too: one row per cell, with bore_axial_mm and
+                    journal_axial_mm)
   wear_history.csv  cycles, deepest point and worn volume of each surface after each update
   wear.png          the bore's profile after several updates; the deepest point per update
   result.json       the above in SI, the updates, and with [[parameters]] the gradient of

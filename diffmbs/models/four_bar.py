@@ -72,10 +72,19 @@ def four_bar_with_wear(
     stiffness: float = 1e10,
     mu: float = 0.1,
     cells: int = 120,
+    misalignment: float | None = None,
+    crown_radius: float = 5.0,
+    axial_cells: int = 20,
 ) -> mb.MultibodyModel:
     """The four-bar of the module docstring; ``clearance`` (m), ``stiffness`` (N/m^1.5),
     ``wear_coefficient`` (1/Pa). Its initial state is ``model.initial_state()``; one crank
-    turn takes ``60 / speed_rpm`` s."""
+    turn takes ``60 / speed_rpm`` s.
+
+    ``misalignment`` (rad): the rocker's bore tilted by it about the rocker's length, and the
+    joint a 3-D one (:class:`~diffmbs.multibody.CrownedWearingClearance`: a journal crowned
+    to ``crown_radius`` (m), 20 mm long, in a bore 24 mm long, maps of ``cells`` ×
+    ``axial_cells``) — the contact then runs at ``crown_radius · misalignment`` from the
+    journal's middle. ``None``: the planar joint."""
     omega = speed_rpm * 2 * math.pi / 60
     a, d = LENGTHS["crank"], LENGTHS["ground"]
     pin_b, pin_c = pin_positions(0.0)
@@ -98,12 +107,21 @@ def four_bar_with_wear(
                                        "coupler", mb.Frame.from_axis((-half["coupler"], 0, 0), z)))
     builder.add_joint("D", mb.Revolute("rocker", mb.Frame.from_axis((-half["rocker"], 0, 0), z),
                                        "ground", mb.Frame.from_axis((d, 0, 0), z)))  # fmt: skip
-    builder.add_force("C", mb.WearingClearance(
-        "rocker", (half["rocker"], 0, 0), z, "coupler", (half["coupler"], 0, 0), z, clearance,
-        journal_radius=JOURNAL_RADIUS, length=CONTACT_LENGTH, contact_modulus=MODULUS,
-        wear_coefficient=wear_coefficient, cells=cells, friction=CoulombFriction(mu),
-        stiffness=stiffness, damping=damping_from_restitution(0.7, 0.1),
-        smoothing=1e-9))  # fmt: skip
+    contact = dict(journal_radius=JOURNAL_RADIUS, contact_modulus=MODULUS,
+                   wear_coefficient=wear_coefficient, cells=cells, friction=CoulombFriction(mu),
+                   stiffness=stiffness, damping=damping_from_restitution(0.7, 0.1),
+                   smoothing=1e-9)  # fmt: skip
+    frames = ("rocker", (half["rocker"], 0, 0))
+    if misalignment is None:
+        joint = mb.WearingClearance(*frames, z, "coupler", (half["coupler"], 0, 0), z,
+                                    clearance, length=CONTACT_LENGTH, **contact)  # fmt: skip
+    else:
+        tilted = (0.0, -math.sin(misalignment), math.cos(misalignment))
+        joint = mb.CrownedWearingClearance(
+            *frames, tilted, "coupler", (half["coupler"], 0, 0), z, clearance,
+            crown_radius=crown_radius, half_length=CONTACT_LENGTH / 2,
+            bore_half_length=0.6 * CONTACT_LENGTH, axial_cells=axial_cells, **contact)  # fmt: skip
+    builder.add_force("C", joint)
     builder.add_sensor("contact_force", mb.ElementForce("C"))
     builder.add_sensor("journal", mb.PointPosition("coupler", (half["coupler"], 0, 0)))
     builder.add_sensor("bore", mb.PointPosition("rocker", (half["rocker"], 0, 0)))

@@ -25,6 +25,7 @@ times, ``model.with_internal_state(z)`` starts a run from worn surfaces
 
 from __future__ import annotations
 
+import abc
 import math
 
 import equinox as eqx
@@ -171,6 +172,22 @@ class AbstractWearingJournal(AbstractJournalBearing):
     def state_size(self) -> int:
         return self.friction_states + 2 * self.map_size
 
+    @abc.abstractmethod
+    def cell_areas(self) -> tuple[Array, Array]:
+        """The area (m²) of one cell of the bore's map and of the journal's: a surface's worn
+        volume is its area × the sum of its depths."""
+
+    def axial_centres(self, surface: str) -> Array | None:
+        """The axial positions (m) of a surface's (``"bore"``, ``"journal"``) map rows from its
+        centre; ``None`` for a map around the surface only."""
+        return None
+
+    def depth_at(self, surface: str, depth: Array, angle: ArrayLike,
+                 axial: ArrayLike | None = None) -> Array:  # fmt: skip
+        """``surface``'s map ``depth`` (of :attr:`map_shape`, m) at ``angle`` (rad) and, for
+        maps along the axis too, ``axial`` (m from the surface's centre); any shape."""
+        return interpolate_periodic(depth, angle)
+
     def maps(self, state: Array) -> tuple[Array, Array]:
         """The worn depths ``(bore, journal)``, each of :attr:`map_shape` (m), in ``state``."""
         worn = state[self.friction_states :]
@@ -198,6 +215,10 @@ class WearingClearance(AbstractWearingJournal):
 
     def __check_init__(self):
         self._check_wear_fields(("length",))
+
+    def cell_areas(self) -> tuple[Array, Array]:
+        arc = 2.0 * math.pi / self.cells * self.length
+        return arc * (self.journal_radius + self.clearance), arc * self.journal_radius
 
     def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
         """The unworn surfaces' contact, as :meth:`RevoluteClearance.contacts` (leading axis

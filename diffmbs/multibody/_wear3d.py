@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike
@@ -160,10 +161,29 @@ class CrownedWearingClearance(AbstractWearingJournal):
     def map_shape(self) -> tuple[int, ...]:
         return (self.cells, self.axial_cells)
 
+    def cell_areas(self) -> tuple[Array, Array]:
+        arc = 2.0 * math.pi / self.cells / self.axial_cells
+        return (arc * (self.journal_radius + self.clearance) * 2.0 * self.bore_half_length,
+                arc * self.journal_radius * 2.0 * self.half_length)  # fmt: skip
+
     def axial_edges(self) -> tuple[Array, Array]:
         """The axial cells' edges (m), ``(axial_cells + 1,)``: the bore's, the journal's."""
         unit = jnp.linspace(-1.0, 1.0, self.axial_cells + 1)
         return self.bore_half_length * unit, self.half_length * unit
+
+    def axial_centres(self, surface: str) -> Array:
+        edges = self.axial_edges()[("bore", "journal").index(surface)]
+        return 0.5 * (edges[1:] + edges[:-1])
+
+    def depth_at(self, surface: str, depth: Array, angle: ArrayLike,
+                 axial: ArrayLike | None = None) -> Array:  # fmt: skip
+        if axial is None:
+            raise ValueError(f"{type(self).__name__}: a depth on its {surface} needs the axial "
+                             "position too")  # fmt: skip
+        centres = self.axial_centres(surface)
+        where = jnp.broadcast_arrays(jnp.asarray(angle, float), jnp.asarray(axial, float))
+        return jax.vmap(lambda a, x: interpolate_map(depth, a, x, centres))(
+            *(w.reshape(-1) for w in where)).reshape(where[0].shape)
 
     def contacts(self, ki: BodyKinematics, kj: BodyKinematics):
         """The unworn surfaces' contact at the crown's touching point (leading axis 1)."""
@@ -194,10 +214,8 @@ class CrownedWearingClearance(AbstractWearingJournal):
         at_bore = (_angle_about(self.bearing_axis, ki.rotation.T @ outward), axial)
         at_journal = (_angle_about(self.journal_axis, kj.rotation.T @ outward), s)
         bore, journal = self.maps(state)
-        bore_edges, journal_edges = self.axial_edges()
-        worn = (interpolate_map(bore, *at_bore, 0.5 * (bore_edges[1:] + bore_edges[:-1]))
-                + interpolate_map(journal, *at_journal,
-                                  0.5 * (journal_edges[1:] + journal_edges[:-1])))  # fmt: skip
+        worn = (self.depth_at("bore", bore, *at_bore)
+                + self.depth_at("journal", journal, *at_journal))  # fmt: skip
         delta = delta - s**2 / (2.0 * self.crown_radius) - worn
         one = (delta[None], rate[None], direction[None], point[None], slide[None])
         return one, at_bore, at_journal
