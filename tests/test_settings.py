@@ -16,8 +16,10 @@ from diffmbs._settings import cpu_flags, release_compiled_programs
 
 PROBE = """
 import json, os, jax
-import diffmbs, diffmbs.multibody, identification
-before = {"x64": jax.config.jax_enable_x64, "flags": os.environ.get("XLA_FLAGS", "")}
+import diffmbs, diffmbs.multibody, diffmbs.wear, diffmbs.app, identification
+from diffmbs._settings import _backend_started
+before = {"x64": jax.config.jax_enable_x64, "flags": os.environ.get("XLA_FLAGS", ""),
+          "backend": _backend_started()}
 diffmbs.configure()
 after = {"x64": jax.config.jax_enable_x64, "flags": os.environ.get("XLA_FLAGS", "")}
 print(json.dumps([before, after]))
@@ -29,7 +31,7 @@ def test_import_changes_nothing_and_configure_opts_in():
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
                          check=True)  # fmt: skip
     before, after = json.loads(out.stdout.strip().splitlines()[-1])
-    assert before == {"x64": False, "flags": ""}
+    assert before == {"x64": False, "flags": "", "backend": False}  # no array made at import
     assert after["x64"] is True
     assert after["flags"].split() == cpu_flags()
 

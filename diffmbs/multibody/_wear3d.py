@@ -62,8 +62,9 @@ from diffmbs.rotations import safe_norm
 
 __all__ = ["CrownedWearingClearance", "ellipse_cell_pressures", "interpolate_map"]
 
-# Gauss–Legendre on [−1, 1]: exact for the cells' sum (a parabola) and ≲1e-3 per cell
-_NODES, _WEIGHTS = (jnp.asarray(a) for a in np.polynomial.legendre.leggauss(4))
+# Gauss–Legendre on [−1, 1]: exact for the cells' sum (a parabola) and ≲1e-3 per cell (NumPy
+# arrays: a JAX array made at import would start JAX's backend before diffmbs.configure)
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(4)
 
 
 def _within(x: Array, lower: ArrayLike, upper: ArrayLike) -> Array:
