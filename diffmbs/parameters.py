@@ -199,15 +199,20 @@ def get_parameter(model: Any, path: str) -> Array:
     return leaf[ref.index] if ref.index else leaf
 
 
-POSITIVE_NAMES = frozenset({"mass", "radius", "radius_i", "radius_j", "smoothing", "clearance"})
-NON_NEGATIVE_NAMES = frozenset({"stiffness", "damping", "journal_radius"})
+POSITIVE_NAMES = frozenset({"mass", "radius", "radius_i", "radius_j", "smoothing", "clearance",
+                            "contact_modulus", "crown_radius", "half_length",
+                            "bore_half_length"})  # fmt: skip
+NON_NEGATIVE_NAMES = frozenset({"stiffness", "damping", "journal_radius", "mu", "allowance",
+                                "wear_coefficient"})  # fmt: skip
 
 
 def check_physical_value(name: str, value: Any, path: str | None = None) -> None:
     """Raise :class:`ParameterError` (naming ``path``, default ``name``) when a concrete value
     of a parameter called ``name`` is outside its physical range: not finite, a mass, radius,
-    smoothing length or clearance ≤ 0, a stiffness, damping or journal radius < 0. Traced
-    values are not checked (they are a fit's or a sweep's business)."""
+    smoothing length, clearance, contact modulus or a wearing journal's lengths ≤ 0, a
+    stiffness, damping, journal radius, friction coefficient, thickness allowance or wear
+    coefficient < 0. Traced values are not checked (they are a fit's or a sweep's
+    business)."""
     if isinstance(value, jax.core.Tracer):
         return
     x = np.asarray(value)

@@ -3,7 +3,7 @@ assembled into a :class:`~diffmbs.system.MechanicalSystem` (:class:`MultibodyMod
 
 Pipeline, one private module per stage: ``_bodies`` (rigid bodies, frames, kinematics) →
 ``_joints`` (constraint functions) → ``_forces`` / ``_contact`` / ``_clearance`` / ``_wear`` /
-``_wear3d`` (force elements) → ``_sensors``
+``_wear3d`` / ``_gears`` (force elements) → ``_sensors``
 → ``_modal`` (flexible FFR bodies; their FE nodes as attachments) → ``_model`` (the model and
 its builder; elements of one type stacked and ``vmap``ped) →
 ``_assembly`` (position analysis, consistent velocities, static equilibrium) →
@@ -36,6 +36,7 @@ from diffmbs.multibody._forces import (
     SpringDamper,
     Wrench,
 )
+from diffmbs.multibody._gears import GearMesh
 from diffmbs.multibody._joints import (
     AbstractJoint,
     ConstantRate,
@@ -97,6 +98,7 @@ __all__ = [
     "ElementForce",
     "Fixed",
     "Frame",
+    "GearMesh",
     "Harmonic",
     "InPlane",
     "JointCoordinates",

@@ -1,0 +1,215 @@
+"""Involute gear pairs and the gear-mesh force element (issue 28, first part).
+
+References (not from the code): ISO/TR 6336-30:2017 calculation example 1 (virtual teeth, c'_th,
+c', c_γα, c_γβ as published); the zero-backlash centre distance from the involute-function
+condition and the backlash's first-order growth ``2 Δa sin α_w`` with the centre distance;
+statics of a pair evaluated tooth by tooth (torques ``r_b F``, the helix's axial force
+``F tan β_b``); a slowly turning pair under a torque against kinematics (the ratio), statics
+(the line-of-action force ``T/r_b2``), ISO 6336's mean mesh stiffness, the share of the mesh
+cycle with two pairs in contact (``ε_α − 1``), the mesh frequency ``z₁ n₁`` and Ohlendorf's
+loss factor ``H_V``; derivatives against central differences through the backlash."""
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+from scipy.spatial.transform import Rotation
+
+import diffmbs
+import diffmbs.multibody as mb
+from diffmbs import gears, simulate
+from diffmbs.multibody import BodyKinematics
+
+diffmbs.configure()
+
+DEG = math.pi / 180
+
+
+def test_iso_6336_30_example_1_stiffness():
+    """ISO/TR 6336-30:2017 example 1: m_n 8 mm, z 17/103, α_n 20°, β 15.8°, x 0.145/0,
+    b 100 mm, a 500 mm, basic rack D (h_fP = 1.4 m_n)."""
+    pair = gears.GearPair(8e-3, (17, 103), 20 * DEG, 15.8 * DEG, (0.145, 0.0), 0.1, 0.5,
+                          dedendum=1.4)  # fmt: skip
+    geometry = gears.pair_geometry(pair)
+    np.testing.assert_allclose(geometry.virtual_teeth, [18.905, 114.543], rtol=2e-5)
+    stiffness = np.asarray(gears.iso_6336_stiffness(pair)) / 1e9  # N/(mm·µm)
+    np.testing.assert_allclose(stiffness[:2], [17.8558, 12.3705], rtol=2e-5)  # c'_th, c'
+    # the mesh stiffnesses also carry ε_α, from the tip diameters the example rounds
+    np.testing.assert_allclose(stiffness[2:], [17.4648, 14.8451], rtol=3e-4)
+
+
+def _zero_backlash_distance(pair):
+    """The centre distance of no backlash: inv α_wt = inv α_t + 2 tan α_n (x₁+x₂)/(z₁+z₂)."""
+    alpha_t = math.atan(math.tan(pair.pressure_angle) / math.cos(pair.helix_angle))
+    target = (math.tan(alpha_t) - alpha_t + 2 * math.tan(pair.pressure_angle)
+              * sum(pair.shifts) / sum(pair.teeth))  # fmt: skip
+    working = scipy.optimize.brentq(lambda a: math.tan(a) - a - target, 1e-3, 1.2, xtol=1e-15)
+    base = sum(pair.teeth) * pair.module / math.cos(pair.helix_angle) / 2 * math.cos(alpha_t)
+    return base / math.cos(working), working, alpha_t
+
+
+HELICAL = gears.GearPair(3e-3, (20, 40), 20 * DEG, 15 * DEG, (0.1, -0.05), 0.03, 0.0)
+
+
+def test_backlash_follows_the_centre_distance_and_the_allowances():
+    a0, working, alpha_t = _zero_backlash_distance(HELICAL)
+    pair = HELICAL._replace(centre_distance=a0)
+    assert abs(float(gears.backlash(pair)[1])) < 1e-15
+    grown = float(gears.backlash(pair, a0 + 1e-6)[1])
+    np.testing.assert_allclose(grown, 2e-6 * math.sin(working), rtol=1e-4)
+    allowance = 2e-5  # m, in all, at the reference circles
+    thinner = float(gears.backlash(pair, None, (allowance / 2, allowance / 2))[1])
+    np.testing.assert_allclose(thinner, allowance * math.cos(alpha_t), rtol=1e-9)
+
+
+def _kinematics(position, angle, omega=0.0):
+    rotation = Rotation.from_rotvec([0.0, 0.0, angle]).as_matrix()
+    return BodyKinematics(jnp.asarray(position, float), jnp.asarray(rotation), jnp.zeros(3),
+                          jnp.zeros(3), jnp.array([0.0, 0.0, omega]))  # fmt: skip
+
+
+def test_flanks_backlash_torques_and_the_helixs_axial_force():
+    """Gear 2 turned from the centred mesh by s along the line of action: no load within
+    ±j/2, then the flank's; the torques are ``r_b F`` on each gear, the axial force
+    ``F tan β_b``, opposite on the flanks."""
+    a0, _, alpha_t = _zero_backlash_distance(HELICAL)
+    pair = HELICAL._replace(centre_distance=a0)
+    allowance = 2e-5
+    mesh = mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair, 1e8,
+                       allowance=allowance, slices=8)  # fmt: skip
+    geometry = gears.pair_geometry(pair)
+    base = np.asarray(geometry.base_radii)
+    tan_helix = math.tan(float(geometry.base_helix_angle))
+    half_gap = 0.5 * allowance * math.cos(alpha_t)
+    gear_1 = _kinematics((0, 0, 0), 0.0)
+    centred = math.pi + math.pi / pair.teeth[1]  # a space of gear 2 faces gear 1's tooth
+    for s in (-1.5, -1.01, -0.99, 0.0, 0.99, 1.01, 1.5):  # in half gaps
+        gear_2 = _kinematics((a0, 0, 0), centred + s * half_gap / base[1])
+        load, deviation, _ = np.asarray(mesh.output(0.0, gear_1, gear_2))
+        np.testing.assert_allclose(deviation, s * half_gap, rtol=1e-9, atol=1e-15)
+        assert (load == 0.0) if abs(s) < 0.99 else (np.sign(load) == np.sign(s) and abs(load)
+                                                     > 0.0)  # fmt: skip
+        wrench = mesh.wrench(0.0, gear_1, gear_2)
+        arms = np.asarray(wrench.point) - np.array([[0, 0, 0], [a0, 0, 0]])
+        torques = np.asarray(wrench.torque)[:, 2] + np.cross(arms, np.asarray(wrench.force))[:, 2]
+        np.testing.assert_allclose(torques, [-base[0] * load, -base[1] * load], rtol=1e-9,
+                                   atol=1e-9 * abs(load))  # fmt: skip
+        np.testing.assert_allclose(np.asarray(wrench.force)[1, 2], -tan_helix * load,
+                                   rtol=1e-9, atol=1e-12)  # fmt: skip
+
+
+SPUR = gears.GearPair(3e-3, (20, 40), 20 * DEG, 0.0, (0.0, 0.0), 0.02, 0.09)
+SPEED, TORQUE, MU = 5.0, 20.0, 0.05  # rad/s of gear 1; N·m on gear 2; friction
+
+
+def _load(t, kinematics):
+    return jnp.array([0.0, 0.0, TORQUE])  # resisting gear 2's turning (negative about z)
+
+
+def _spur_model(stiffness=None, allowance=0.0, mu=MU, load=_load):
+    """Gear 1 (z 20) driven at ``SPEED``; gear 2 (z 40) on a revolute bearing under a
+    resisting torque; the pair centred at the start."""
+    k = float(gears.iso_6336_stiffness(SPUR).single) * SPUR.face_width
+    b = mb.ModelBuilder(gravity=(0.0, 0.0, 0.0))
+    b.add_body(mb.RigidBody("g1", 0.44, (1e-4, 1e-4, 2e-4)))
+    turn = math.pi + math.pi / SPUR.teeth[1]
+    b.add_body(mb.RigidBody("g2", 1.78, (1.6e-3, 1.6e-3, 3.2e-3), position=(0.09, 0, 0),
+                            orientation=(math.cos(turn / 2), 0, 0, math.sin(turn / 2)),
+                            angular_velocity=(0, 0, -SPEED / 2)))  # fmt: skip
+    z = (0, 0, 1)
+    b.add_joint("drive", mb.PrescribedRevolute(
+        "ground", mb.Frame.from_axis((0, 0, 0), z), "g1", mb.Frame.from_axis((0, 0, 0), z),
+        mb.ConstantRate(0.0, SPEED)))  # fmt: skip
+    b.add_joint("bearing", mb.Revolute("ground", mb.Frame.from_axis((0.09, 0, 0), z), "g2",
+                                       mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
+    b.add_force("mesh", mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), SPUR,
+                                    k if stiffness is None else stiffness, damping=1000.0,
+                                    mu=mu, allowance=allowance))  # fmt: skip
+    b.add_force("load", mb.AppliedTorque("g2", load))
+    b.add_sensor("mesh_output", mb.ElementForce("mesh"))
+    b.add_sensor("w2", mb.BodyAngularVelocity("g2"))
+    return b.build(), k
+
+
+@functools.cache
+def _slow_run():
+    model, k = _spur_model()
+    ts = jnp.linspace(0.0, 1.0, 4001)
+    sol = simulate(model, *model.initial_state(), ts, rtol=1e-8, atol=1e-10, max_steps=100_000)
+    return sol, k
+
+
+def test_a_slowly_turning_pair_meets_kinematics_statics_and_iso_6336():
+    sol, k_max = _slow_run()
+    ts = np.asarray(sol.ts)
+    late = ts > 0.2  # past the start's transient
+    out = np.asarray(sol.sensors["mesh_output"])[late]
+    omega_2 = np.asarray(sol.sensors["w2"])[late, 2]
+    cycle = 2 * math.pi / (SPUR.teeth[0] * SPEED)
+    whole = ts[late] < ts[late][0] + 25 * cycle
+    np.testing.assert_allclose(omega_2[whole].mean(), -SPEED * 20 / 40, rtol=1e-4)  # the ratio
+    assert np.all(np.abs(omega_2 / (-SPEED * 20 / 40) - 1) < 5e-3)  # the mesh's ripple
+    geometry = gears.pair_geometry(SPUR)
+    base = np.asarray(geometry.base_radii)
+    force = TORQUE / base[1]
+    np.testing.assert_allclose(out[:, 0].mean(), force, rtol=1e-2)  # friction's torque: 0.4 %
+    # the mesh stiffness F/δ over whole mesh cycles: ISO 6336's mean c_γα b
+    stiffness = out[:, 0] / out[:, 1]
+    mean = float(gears.iso_6336_stiffness(SPUR).mesh) * SPUR.face_width
+    np.testing.assert_allclose(stiffness[whole].mean(), mean, rtol=1e-2)
+    # two pairs carry the load over ε_α − 1 of the cycle
+    double = np.mean(stiffness[whole] > 1.2 * k_max)
+    np.testing.assert_allclose(double, float(geometry.contact_ratio) - 1, atol=0.01)
+    # the mesh force's spectrum peaks at the mesh frequency z₁ n₁
+    spectrum = np.abs(np.fft.rfft(out[:, 0] - out[:, 0].mean()))
+    frequencies = np.fft.rfftfreq(out.shape[0], ts[1] - ts[0])
+    step = frequencies[1]
+    assert abs(frequencies[np.argmax(spectrum)] - SPUR.teeth[0] * SPEED / (2 * math.pi)) < step
+    # friction: Ohlendorf's H_V = π (u + 1)/(z₁ u) (1 − ε_α + ε₁² + ε₂²), loss = μ H_V P
+    pitch = float(geometry.base_pitch)
+    tips, working = np.asarray(geometry.tip_radii), float(geometry.working_pressure_angle)
+    addendum = (np.sqrt(tips**2 - base**2) - base * math.tan(working)) / pitch
+    u = SPUR.teeth[1] / SPUR.teeth[0]
+    loss_factor = (math.pi * (u + 1) / (SPUR.teeth[0] * u)
+                   * (1 - float(geometry.contact_ratio) + np.sum(addendum**2)))  # fmt: skip
+    power = TORQUE * SPEED * 20 / 40
+    np.testing.assert_allclose(out[whole, 2].mean() / power, MU * loss_factor, rtol=0.05)
+
+
+@pytest.mark.long
+def test_derivatives_through_the_backlash_match_differences():
+    """The load reverses (gear 2 crosses its backlash twice in 60 ms): forward-mode
+    derivatives under error control of the transmission error and gear 2's speed w.r.t. ln k
+    and the thickness allowance against central differences at rtol 1e-11 (tangents carried
+    along the steps are off by up to 14 % here, 3 % even at rtol 1e-11)."""
+
+    def reversing(t, kinematics):
+        return jnp.array([0.0, 0.0, TORQUE * jnp.cos(2 * math.pi * t / 0.04)])
+
+    def outputs(z, rtol=1e-9, **options):
+        model, _ = _spur_model(stiffness=2.5e8 * jnp.exp(z[0]), allowance=2e-5 * (1 + z[1]),
+                               mu=0.0, load=reversing)  # fmt: skip
+        sol = simulate(model, *model.initial_state(), jnp.linspace(0.0, 0.06, 4), rtol=rtol,
+                       atol=1e-2 * rtol, max_steps=100_000, **options)  # fmt: skip
+        return jnp.concatenate([sol.sensors["mesh_output"][1:, 1], sol.sensors["w2"][1:, 2]])
+
+    z = jnp.zeros(2)
+    controlled = diffmbs.ForwardSensitivity()
+    jac = np.asarray(jax.jacfwd(lambda z: outputs(z, adjoint=controlled))(z))
+    h = 1e-4
+    differences = np.stack([(outputs(z + h * e, 1e-11) - outputs(z - h * e, 1e-11)) / (2 * h)
+                            for e in np.eye(2)], axis=1)  # fmt: skip
+    scale = np.abs(differences).max(axis=1, keepdims=True)
+    np.testing.assert_allclose(jac / scale, differences / scale, rtol=1e-3, atol=1e-3)
+
+
+def test_bad_gear_input_names_the_item():
+    with pytest.raises(ValueError, match="contact ratio"):
+        mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)),
+                    SPUR._replace(centre_distance=0.0935), 1e8)  # fmt: skip
+    with pytest.raises(ValueError, match="GearMesh.mu"):
+        mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), SPUR, 1e8, mu=-0.1)
