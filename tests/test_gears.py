@@ -213,3 +213,40 @@ def test_bad_gear_input_names_the_item():
                     SPUR._replace(centre_distance=0.0935), 1e8)  # fmt: skip
     with pytest.raises(ValueError, match="GearMesh.mu"):
         mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), SPUR, 1e8, mu=-0.1)
+
+
+def test_a_gear_mesh_described_in_toml_is_the_python_one():
+    text = """
+gravity = [0.0, 0.0, 0.0]
+[[bodies]]
+name = "g1"
+mass = 0.44
+inertia = [1e-4, 1e-4, 2e-4]
+[[bodies]]
+name = "g2"
+mass = 1.78
+inertia = [1.6e-3, 1.6e-3, 3.2e-3]
+position = [0.09, 0.0, 0.0]
+[[forces]]
+name = "mesh"
+type = "gear_mesh"
+body_i = "g1"
+frame_i = { point = [0.0, 0.0, 0.0] }
+body_j = "g2"
+frame_j = { point = [0.0, 0.0, 0.0] }
+stiffness = 2.5e8
+mu = 0.05
+[forces.pair]
+module = 3e-3
+teeth = [20, 40]
+pressure_angle_deg = 20.0
+helix_angle = 0.0
+shifts = [0.0, 0.0]
+face_width = 0.02
+centre_distance = 0.09
+"""
+    mesh = mb.model_from_toml(text).force_groups[0].member(0)
+    assert mesh.pair == SPUR._replace(pressure_angle=math.radians(20.0))
+    assert float(mesh.stiffness) == 2.5e8 and float(mesh.mu) == 0.05
+    with pytest.raises(mb.ModelError, match=r"forces\[0\].pair: missing key 'module'"):
+        mb.model_from_toml(text.replace("module = 3e-3\n", ""))

@@ -32,7 +32,9 @@ names, listed in :data:`JOINT_TYPES`, :data:`FORCE_TYPES`, :data:`SENSOR_TYPES`)
 
 A prescribed joint's ``motion`` is a table ``{ type = "constant_rate", start = 0, rate = 6.28 }``
 (or ``"harmonic"``); a contact's ``friction`` is ``{ type = "coulomb", mu = 0.1 }`` (or
-``"stribeck"``, ``"bristle"``: :data:`FRICTION_TYPES`, the arguments of the law's class).
+``"stribeck"``, ``"bristle"``: :data:`FRICTION_TYPES`, the arguments of the law's class); a
+``gear_mesh``'s ``pair`` is a table of :class:`~diffmbs.gears.GearPair`'s fields, its angles in
+radians or as ``pressure_angle_deg``, ``helix_angle_deg``.
 User functions (nonlinear laws, applied loads) cannot be described in data; add them with the
 Python API. Errors are :class:`~diffmbs.multibody.ModelError` whose message
 starts with the key path (``joints[1].frame_i.z_axis: …``).
@@ -42,16 +44,19 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 from diffmbs.friction import AbstractFriction, BristleFriction, CoulombFriction, StribeckFriction
+from diffmbs.gears import GearPair
 from diffmbs.multibody._bodies import Frame, RigidBody
 from diffmbs.multibody._clearance import RevoluteClearance, TranslationalClearance
 from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._forces import Bushing, LengthStops, RotationalSpringDamper, SpringDamper
+from diffmbs.multibody._gears import GearMesh
 from diffmbs.multibody._joints import (
     ConstantRate,
     Cylindrical,
@@ -110,6 +115,7 @@ FORCE_TYPES: dict[str, type] = {
     "wearing_clearance": WearingClearance,
     "crowned_wearing_clearance": CrownedWearingClearance,
     "translational_clearance": TranslationalClearance,
+    "gear_mesh": GearMesh,
 }
 SENSOR_TYPES: dict[str, type] = {
     "point_position": PointPosition,
@@ -208,6 +214,8 @@ def _element(table: Any, registry: dict[str, type], path: str, with_name: bool =
             fields[key] = _element(value, MOTION_TYPES, f"{path}.motion", with_name=False)[1]
         elif key == "friction":
             fields[key] = _friction(value, f"{path}.friction")
+        elif key == "pair":
+            fields[key] = _gear_pair(value, f"{path}.pair")
         elif key == "stops":
             stops = _table(value, f"{path}.stops")
             stop_fields = [f.name for f in dataclasses.fields(LengthStops)]
@@ -225,6 +233,21 @@ def _friction(table: Any, path: str) -> AbstractFriction:
     required = [p.name for p in parameters if p.default is inspect.Parameter.empty]
     _check_keys(fields, [p.name for p in parameters], required, path)
     return _construct(cls, fields, path)
+
+
+def _gear_pair(table: Any, path: str) -> GearPair:
+    """A :class:`~diffmbs.gears.GearPair` from its fields (SI; the angles in radians, or in
+    degrees as ``pressure_angle_deg``, ``helix_angle_deg``)."""
+    table = dict(_table(table, path))
+    for angle in ("pressure_angle", "helix_angle"):
+        if f"{angle}_deg" in table:
+            if angle in table:
+                raise ModelError(f"{path}: give {angle} or {angle}_deg, not both")
+            table[angle] = math.radians(table.pop(f"{angle}_deg"))
+    fields = GearPair._fields
+    required = [f for f in fields if f not in GearPair._field_defaults]
+    _check_keys(table, [*fields, "pressure_angle_deg", "helix_angle_deg"], required, path)
+    return GearPair(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()})
 
 
 def _body(table: Any, path: str, base_dir: str | None) -> RigidBody:
