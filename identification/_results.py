@@ -240,6 +240,14 @@ class FitResult:
         r, jac = np.asarray(r), np.asarray(jac)
         values = np.asarray(space.from_unconstrained(jnp.asarray(z)))
         names = list(space.names)
+        failed = [n for n, ok in zip(names, np.isfinite(jac).all(axis=0), strict=True) if not ok]
+        if failed:  # no uncertainty for them (a zero column: not identifiable), and said so
+            jac = np.where(np.isfinite(jac), jac, 0.0)
+            note = (f"the derivatives of {', '.join(failed)} are not finite at the end (a "
+                    "simulation's derivative solve failed: raise [simulation] max_steps or "
+                    "loosen rtol); no uncertainty for them")  # fmt: skip
+            message = f"{message}; {note}" if message else note
+            converged = False
         unc = gauss_newton_covariance(jac, r, rcond=rcond, identifiability_tol=identifiability_tol)
         slices = problem.residual_slices
         discrepancy = residual_structure({n: r[sl] for n, sl in slices.items()})

@@ -6,6 +6,8 @@ multibody ones built with :mod:`diffmbs.multibody`.
   :class:`LumpedContactModel`.
 * :mod:`diffmbs.models.mwsm3d` — the 3-D machine (multibody, flexible channels).
 * :mod:`diffmbs.models.slider_crank` — the 3-D slider-crank with a clearance joint.
+* :mod:`diffmbs.models.four_bar` — the four-bar with a wearing clearance joint.
+* :mod:`diffmbs.models.ship_gearbox` — the ship's double-helical reduction gearbox.
 """
 
 from diffmbs.models.mwsm import (
