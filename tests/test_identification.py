@@ -603,3 +603,28 @@ def test_lm_stops_within_a_tenth_of_a_sigma_of_scipys_minimum():
     np.testing.assert_allclose([exact.parameters[n] for n in "abc"], scipy_fit.x, rtol=1e-8)
     gap = np.asarray([stopped.parameters[n] for n in "abc"]) - scipy_fit.x
     assert float(gap @ np.linalg.solve(stopped.covariance_z, gap)) ** 0.5 < 0.01
+
+
+def test_a_jacobian_column_that_is_not_finite_is_named_not_an_svd_failure():
+    """A prediction whose derivative in b is NaN at the end (as a failed derivative solve
+    gives): the result names b, gives it no uncertainty, is not converged; a keeps its σ."""
+
+    @jax.custom_jvp
+    def broken(b):
+        return b
+
+    @broken.defjvp
+    def _broken_jvp(primals, tangents):  # NaN along b only, as a failed solve gives
+        return primals[0], jnp.where(tangents[0] == 0, 0.0, jnp.nan)
+
+    def predict(m):
+        return jnp.stack([m.a, 2 * m.a, m.a + broken(m.b)])
+
+    exp = idf.FunctionExperiment("k", Linear(1.0, 1.0, 0.0), predict, np.array([1.1, 1.9, 1.0]),
+                                 misfit="linear")  # fmt: skip
+    space = idf.ParameterSpace([idf.Parameter("a", "a", 0.1, 10.0, 1.0, "log"),
+                                idf.Parameter("b", "b", 0.5, 2.0, 1.0, "linear")])  # fmt: skip
+    problem = idf.Problem(space, [exp])
+    result = idf.FitResult.from_problem(problem, np.asarray(problem.initial_z), converged=True)
+    assert "derivatives of b are not finite" in result.message and not result.converged
+    assert np.isfinite(result.relative_std[0]) and not np.isfinite(result.relative_std[1])
