@@ -180,7 +180,40 @@ def test_a_slowly_turning_pair_meets_kinematics_statics_and_iso_6336():
     np.testing.assert_allclose(out[whole, 2].mean() / power, MU * loss_factor, rtol=0.05)
 
 
-@pytest.mark.long
+def test_the_mesh_loads_derivatives_through_the_gap_edge_match_differences():
+    """The element's load on gear 2 (force and torque) as gear 2 turns through the gap's edge
+    (flank A closing, inside the smoothing, in contact): its derivatives w.r.t. ln k, the
+    allowance and gear 2's angle against central differences."""
+    a0, _, alpha_t = _zero_backlash_distance(HELICAL)
+    pair = HELICAL._replace(centre_distance=a0)
+    base_2 = float(gears.pair_geometry(pair).base_radii[1])
+    half_gap = 0.5 * 2e-5 * math.cos(alpha_t)
+    gear_1 = _kinematics((0, 0, 0), 0.0, omega=3.0)
+
+    def loads(x):
+        log_k, allowance, s = x
+        mesh = mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair,
+                           1e8 * jnp.exp(log_k), damping=300.0, mu=0.05, allowance=allowance,
+                           slices=4, smoothing=1e-7)  # fmt: skip
+        turn = math.pi + math.pi / pair.teeth[1] + s / base_2
+        rotation = jnp.array([[jnp.cos(turn), -jnp.sin(turn), 0.0],
+                              [jnp.sin(turn), jnp.cos(turn), 0.0], [0.0, 0.0, 1.0]])  # fmt: skip
+        gear_2 = BodyKinematics(jnp.array([a0, 0.0, 0.0]), rotation, jnp.zeros(3), jnp.zeros(3),
+                                jnp.array([0.0, 0.0, -1.5]))  # fmt: skip
+        wrench = mesh.wrench(0.0, gear_1, gear_2)
+        return jnp.concatenate([wrench.force[1], wrench.torque[1]])
+
+    for s in (half_gap - 2e-7, half_gap, half_gap + 5e-7, half_gap + 3e-6):
+        x = jnp.array([0.0, 2e-5, s])
+        jac = np.asarray(jax.jacfwd(loads)(x))
+        steps = np.array([1e-6, 1e-11, 1e-11])
+        differences = np.stack([(loads(x + h * e) - loads(x - h * e)) / (2 * h)
+                                for h, e in zip(steps, np.eye(3), strict=True)], axis=1)
+        scale = np.abs(differences).max()
+        np.testing.assert_allclose(jac / scale, differences / scale, atol=1e-5)
+
+
+@pytest.mark.slow
 def test_derivatives_through_the_backlash_match_differences():
     """The load reverses (gear 2 crosses its backlash twice in 60 ms): forward-mode
     derivatives under error control of the transmission error and gear 2's speed w.r.t. ln k
