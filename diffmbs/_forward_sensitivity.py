@@ -16,7 +16,7 @@ part of the state, ``(y, ẏ)``, by the same solver, so the controller limits th
 both (the error norm is the larger of the state's and the tangent's, each scaled by the run's
 ``atol + rtol |·|``): steps shrink where the tangent needs them. The tangent's absolute
 tolerance is ``atol`` per unit of the differentiated direction, so differentiate with respect
-to parameters of order one (a logarithm, a scaled value — the identification toolkit's
+to parameters of order one (a logarithm, a relative change — the identification toolkit's
 coordinates are). A projecting solver (:class:`~diffmbs._projection.ProjectedSolver`) pushes
 the tangent through its projection's derivative. Under ``jax.jacfwd`` every direction rides in
 one solve (a ``custom_vmap`` over the directions): each stage linearises the model's equations

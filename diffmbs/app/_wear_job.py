@@ -154,23 +154,27 @@ def _write_profile(path: Path, joint, worn) -> None:
 
 
 def _gradients(job: Job, spec: ExperimentSpec, schedule, settings, cell_area) -> dict:
-    """``θ ∂/∂θ`` of the bore's deepest point (m; its cell fixed) and worn volume (m³)."""
+    """``θ ∂/∂θ`` of the bore's deepest point (m; its cell fixed) and worn volume (m³), taken
+    along relative changes (tangents of the states' size, as error-controlled derivatives'
+    tolerances assume)."""
     space = job.parameters
-    theta = np.array([p.initial for p in space.parameters])
+    theta = jnp.asarray([p.initial for p in space.parameters])
+    scale = jnp.where(theta != 0, jnp.abs(theta), 1.0)
     q0, v0 = spec.model.initial_state()
 
-    def bore(values):
-        model = space.apply(spec.model, values, spec.name)
+    def bore(relative):
+        model = space.apply(spec.model, theta + scale * relative, spec.name)
         worn = predict_wear(model, q0, v0, schedule=schedule, progress=False,
                             adjoint=job.simulation.adjoint(), **settings)  # fmt: skip
         return worn.bore[-1], worn.bore[-1]
 
-    jac, depth = jax.jacfwd(bore, has_aux=True)(jnp.asarray(theta))  # (*map, p), map
-    jac, depth = np.asarray(jac).reshape(-1, theta.size), np.asarray(depth).reshape(-1)
+    jac, depth = jax.jacfwd(bore, has_aux=True)(jnp.zeros_like(theta))  # (*map, p), map
+    jac = np.asarray(jac).reshape(-1, theta.size) * np.asarray(theta / scale)  # θ ∂/∂θ
+    depth = np.asarray(depth).reshape(-1)
     deepest = int(np.argmax(depth))
     return {
-        p.name: {"deepest_m": float(jac[deepest, i] * theta[i]),
-                 "volume_m3": float(cell_area * jac[:, i].sum() * theta[i])}
+        p.name: {"deepest_m": float(jac[deepest, i]),
+                 "volume_m3": float(cell_area * jac[:, i].sum())}
         for i, p in enumerate(space.parameters)
     }  # fmt: skip
 
