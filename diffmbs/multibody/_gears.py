@@ -126,7 +126,8 @@ class GearMesh(AbstractForceElement):
     @property
     def pairs(self) -> int:
         """Tooth pairs looked at per flank and slice (static): one pitch before the path's start
-        to past its end and the ramp, ``⌈ε_α + ramp⌉ + 2``."""
+        to past its end and the ramp, ``⌈ε_α + ramp⌉ + 2`` at the pair's own centre distance
+        (a centre distance that shrinks far lengthens the path beyond them)."""
         return math.ceil(_nominal_contact_ratio(self.pair) + self.ramp) + 2
 
     def _mesh(self, ki: BodyKinematics, kj: BodyKinematics) -> _Mesh:
