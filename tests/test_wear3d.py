@@ -163,6 +163,7 @@ def test_a_tilted_spinning_journal_wears_a_scar_where_statics_puts_it():
     assert t > 0 and speed > 0
 
 
+@pytest.mark.slow
 def test_gradients_through_crown_and_clearance_match_differences():
     """Forward-mode derivatives after a revolution w.r.t. ln c and ln R_c (the start is the
     nominal values' equilibrium, so the journal moves and tilts) of the worn volumes (depth
