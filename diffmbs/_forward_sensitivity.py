@@ -14,11 +14,13 @@ the one of central differences after 30 ms (``tests/test_forward_sensitivity.py`
 What. The tangent ``ẏ`` obeys ``d(ẏ)/dt = ∂f/∂y · ẏ + ∂f/∂θ · θ̇``; here it is integrated as
 part of the state, ``(y, ẏ)``, by the same solver, so the controller limits the local error of
 both (the error norm is the larger of the state's and the tangent's, each scaled by the run's
-``atol + rtol |·|``): steps shrink where the tangent needs them. The tangent's absolute
-tolerance is ``atol`` per unit of the differentiated direction, so differentiate with respect
-to parameters of order one (a logarithm, a relative change — the identification toolkit's
-coordinates are). A projecting solver (:class:`~diffmbs._projection.ProjectedSolver`) pushes
-the tangent through its projection's derivative. Under ``jax.jacfwd`` every direction rides in
+``atol + rtol |·|``): steps shrink where the tangent needs them. Each direction is solved as
+a unit relative change of the parameters it moves (``max|θ̇| / max|θ|`` per array) and scaled
+back, so the tangents are of the states' size whatever units the caller differentiates in
+(along an SI unit of a wear coefficient of 1e-14 1/Pa they were 10¹⁴ times the states, and
+the absolute tolerance could not be met where they crossed zero). A projecting solver
+(:class:`~diffmbs._projection.ProjectedSolver`) pushes the tangent through its projection's
+derivative. Under ``jax.jacfwd`` every direction rides in
 one solve (a ``custom_vmap`` over the directions): each stage linearises the model's equations
 once and applies that to every tangent, and the controller watches them all.
 
@@ -36,6 +38,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import jax.tree_util as jtu
+from jaxtyping import Array
 
 from diffmbs._projection import ProjectedSolver
 from diffmbs.adjoint import forward_solve
@@ -92,6 +95,17 @@ def _tangent_solve(params, y0, params_dots, y0_dots, *, static, vector_field, so
         solver = ProjectedSolver(solver.solver, _WithTangents(solver.projection, static))
     if hasattr(controller, "norm"):  # an adaptive controller (fixed steps: the same steps)
         controller = eqx.tree_at(lambda c: c.norm, controller, _JointNorm(controller.norm))
+    # Each direction as a unit relative change of the parameters it moves (scaled back after):
+    # the tolerances' atol is absolute, and along an SI unit of a 1e-14 coefficient the
+    # tangents are 1e14 times the states — any crossing zero then wants steps none meets.
+    sizes = jnp.stack([_relative_size(d, p) for d, p in zip(
+        jtu.tree_leaves(params_dots), jtu.tree_leaves(params), strict=True)] or [jnp.zeros(
+            jtu.tree_leaves(y0_dots)[0].shape[:1])])  # fmt: skip
+    size = jnp.max(sizes, axis=0)
+    size = jnp.where(size > 0, size, 1.0)  # (directions,)
+    shrink = lambda tree: jtu.tree_map(  # noqa: E731
+        lambda x: x / size.reshape((-1,) + (1,) * (x.ndim - 1)), tree)
+    params_dots, y0_dots = shrink(params_dots), shrink(y0_dots)
     pair_params, pair_static = eqx.partition((params, params_dots), eqx.is_array)
     (ys, end), _ = forward_solve(
         (pair_params, (y0, y0_dots)), pair_static, _WithTangents(vector_field, static), solver,
@@ -99,7 +113,18 @@ def _tangent_solve(params, y0, params_dots, y0_dots, *, static, vector_field, so
     )  # fmt: skip
     failed = end[2] != diffrax.RESULTS.successful
     ys_dot = jtu.tree_map(lambda x: jnp.moveaxis(x, 1, 0), ys[1])  # directions first
-    return jtu.tree_map(lambda x: jnp.where(failed, jnp.nan, x), (ys_dot, end[1][1]))
+    def grow(x):
+        return jnp.where(failed, jnp.nan, x * size.reshape((-1,) + (1,) * (x.ndim - 1)))
+
+    return jtu.tree_map(grow, (ys_dot, end[1][1]))
+
+
+def _relative_size(direction: Array, value: Array) -> Array:
+    """How large each direction (leading axis) is against the leaf's own size: ``max|ḋ| /
+    max|value|`` (0 for a leaf of zeros)."""
+    reach = jnp.max(jnp.abs(direction.reshape(direction.shape[0], -1)), axis=1)
+    size = jnp.max(jnp.abs(value)) if value.size else jnp.zeros(())
+    return jnp.where(size > 0, reach / jnp.where(size > 0, size, 1.0), 0.0)
 
 
 def _directions(params, y0, params_dot, y0_dot, options):

@@ -73,21 +73,10 @@ def evaluate_kernel(experiment: AbstractExperiment, paths: Paths, values: Array)
 def residuals_jacobian_kernel(
     experiment: AbstractExperiment, paths: Paths, values: Array, mode: str
 ) -> tuple[Array, Array]:
-    """``(r (m_e,), ∂r/∂values (m_e, p_e))``, by forward (``mode="fwd"``) or reverse mode.
-
-    Differentiated along relative changes (each value's own size, 1 where it is 0), then
-    scaled back: a simulation's tangents are then of the size of its states, which is what an
-    error-controlled sensitivity's tolerances assume (:class:`diffmbs.ForwardSensitivity`;
-    along SI units, a wear coefficient of 1e-14 1/Pa, they were 10¹⁴ times larger)."""
+    """``(r (m_e,), ∂r/∂values (m_e, p_e))``, by forward (``mode="fwd"``) or reverse mode."""
     differentiate = jax.jacfwd if mode == "fwd" else jax.jacrev
-    scale = jnp.where(values != 0, jnp.abs(values), 1.0)
-
-    def residuals(relative):
-        r = _residuals(experiment, paths, values + scale * relative)
-        return r, r
-
-    jac, r = differentiate(residuals, has_aux=True)(jnp.zeros_like(values))
-    return r, jac / scale
+    jac, r = differentiate(lambda v: (_residuals(experiment, paths, v),) * 2, has_aux=True)(values)
+    return r, jac
 
 
 @eqx.filter_jit

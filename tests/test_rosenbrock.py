@@ -145,7 +145,7 @@ def test_a_failure_in_either_phase_names_its_time():
         assert float(sol.t_reached) == pytest.approx(t_bad, abs=1e-9)
 
 
-@pytest.mark.long
+@pytest.mark.slow
 def test_phases_are_differentiable_through_the_switch():
     """Fixed steps: forward mode through both phases equals central differences of the same
     discrete map (measured 1.4e-7). Adaptive steps: reverse mode (checkpointed adjoint in the

@@ -13,6 +13,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import scipy.integrate
 
 import diffmbs
@@ -135,6 +136,7 @@ def test_a_journal_dropped_from_the_centre_has_the_gradients_of_its_differences(
     np.testing.assert_allclose(forward, differences, rtol=3e-3)
 
 
+@pytest.mark.slow
 def test_many_cycles_extrapolate_the_settled_rate_under_the_depth_step():
     """1000 revolutions from 2 simulated per update, no cell deepening by more than 3 nm per
     update: the journal's uniform loss k P/L per revolution and the bore's strip, times 1000;
