@@ -98,8 +98,10 @@ def _tangent_solve(params, y0, params_dots, y0_dots, *, static, vector_field, so
     # Each direction as a unit relative change of the parameters it moves (scaled back after):
     # the tolerances' atol is absolute, and along an SI unit of a 1e-14 coefficient the
     # tangents are 1e14 times the states — any crossing zero then wants steps none meets.
+    # (a scale that cancels exactly: computed from stop_gradient inputs, so no max tangent)
+    held_dots, held = jax.lax.stop_gradient((params_dots, params))
     sizes = jnp.stack([_relative_size(d, p) for d, p in zip(
-        jtu.tree_leaves(params_dots), jtu.tree_leaves(params), strict=True)] or [jnp.zeros(
+        jtu.tree_leaves(held_dots), jtu.tree_leaves(held), strict=True)] or [jnp.zeros(
             jtu.tree_leaves(y0_dots)[0].shape[:1])])  # fmt: skip
     size = jnp.max(sizes, axis=0)
     size = jnp.where(size > 0, size, 1.0)  # (directions,)
@@ -121,7 +123,7 @@ def _tangent_solve(params, y0, params_dots, y0_dots, *, static, vector_field, so
 
 def _relative_size(direction: Array, value: Array) -> Array:
     """How large each direction (leading axis) is against the leaf's own size: ``max|ḋ| /
-    max|value|`` (0 for a leaf of zeros)."""
+    max|value|`` (0 for a leaf of zeros). Called on stop_gradient inputs only."""
     reach = jnp.max(jnp.abs(direction.reshape(direction.shape[0], -1)), axis=1)
     size = jnp.max(jnp.abs(value)) if value.size else jnp.zeros(())
     return jnp.where(size > 0, reach / jnp.where(size > 0, size, 1.0), 0.0)

@@ -139,10 +139,12 @@ def pair_geometry(pair: GearPair, centre_distance: ArrayLike | None = None) -> G
 
 
 def working_thickness(pair: GearPair, centre_distance: ArrayLike | None = None,
-                      allowances: ArrayLike | None = None) -> Array:  # fmt: skip
+                      allowances: ArrayLike | None = None,
+                      geometry: GearPairGeometry | None = None) -> Array:  # fmt: skip
     """The transverse tooth thicknesses ``(2,)`` (m) on the working pitch circles (module
-    docstring), the ``allowances`` (m, ``(2,)``; default the pair's) taken off."""
-    g = pair_geometry(pair, centre_distance)
+    docstring), the ``allowances`` (m, ``(2,)``; default the pair's) taken off; ``geometry``:
+    the pair's at that centre distance, if already computed."""
+    g = pair_geometry(pair, centre_distance) if geometry is None else geometry
     x = jnp.asarray(pair.shifts, float)
     allowances = pair.thickness_allowances if allowances is None else allowances
     thickness = (g.transverse_module * (0.5 * math.pi + 2.0 * x * math.tan(pair.pressure_angle))
@@ -153,13 +155,14 @@ def working_thickness(pair: GearPair, centre_distance: ArrayLike | None = None,
 
 
 def backlash(pair: GearPair, centre_distance: ArrayLike | None = None,
-             allowances: ArrayLike | None = None) -> tuple[Array, Array]:  # fmt: skip
+             allowances: ArrayLike | None = None,
+             geometry: GearPairGeometry | None = None) -> tuple[Array, Array]:  # fmt: skip
     """``(j_wt, j_bt)`` (m): the circular backlash on the working pitch circle and the backlash
     along the line of action (transverse), at the pair's or the given centre distance and
-    thickness allowances."""
-    g = pair_geometry(pair, centre_distance)
+    thickness allowances (``geometry``: as :func:`working_thickness`)."""
+    g = pair_geometry(pair, centre_distance) if geometry is None else geometry
     pitch = 2.0 * math.pi * g.working_radii[0] / pair.teeth[0]
-    circular = pitch - jnp.sum(working_thickness(pair, centre_distance, allowances))
+    circular = pitch - jnp.sum(working_thickness(pair, centre_distance, allowances, g))
     return circular, circular * jnp.cos(g.working_pressure_angle)
 
 

@@ -148,8 +148,8 @@ class GearMesh(AbstractForceElement):
         r_b1, r_b2 = g.base_radii[0], g.base_radii[1]
         pitch, tan_helix = _pitch_and_helix(p)
         allowances = jnp.full(2, 0.5) * self.allowance
-        _, clearance = backlash(p, a, allowances)
-        half_tooth = 0.5 * working_thickness(p, a, allowances)[0] / g.working_radii[0]
+        _, clearance = backlash(p, a, allowances, g)  # one geometry per evaluation
+        half_tooth = 0.5 * working_thickness(p, a, allowances, g)[0] / g.working_radii[0]
         s = r_b1 * phi_1 + r_b2 * phi_2 + axial * tan_helix - 0.5 * (p.teeth[1] + 1) * pitch
         deviation = _wrap(s + 0.5 * pitch, pitch) - 0.5 * pitch
         approach = (jnp.sqrt(g.tip_radii[1] ** 2 - r_b2**2)
