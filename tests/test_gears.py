@@ -89,7 +89,7 @@ def test_flanks_backlash_torques_and_the_helixs_axial_force():
     centred = math.pi + math.pi / pair.teeth[1]  # a space of gear 2 faces gear 1's tooth
     for s in (-1.5, -1.01, -0.99, 0.0, 0.99, 1.01, 1.5):  # in half gaps
         gear_2 = _kinematics((a0, 0, 0), centred + s * half_gap / base[1])
-        load, deviation, _ = np.asarray(mesh.output(0.0, gear_1, gear_2))
+        load, deviation = np.asarray(mesh.output(0.0, gear_1, gear_2))[:2]
         np.testing.assert_allclose(deviation, s * half_gap, rtol=1e-9, atol=1e-15)
         assert (load == 0.0) if abs(s) < 0.99 else (np.sign(load) == np.sign(s) and abs(load)
                                                      > 0.0)  # fmt: skip
@@ -100,6 +100,45 @@ def test_flanks_backlash_torques_and_the_helixs_axial_force():
                                    atol=1e-9 * abs(load))  # fmt: skip
         np.testing.assert_allclose(np.asarray(wrench.force)[1, 2], -tan_helix * load,
                                    rtol=1e-9, atol=1e-12)  # fmt: skip
+
+
+def test_the_reported_powers_are_the_work_the_mesh_does_on_the_gears():
+    """At states with the gears moving every way (centre distance, axial offset, tilt-free
+    spin, slip both sides of the pitch point), the power of the element's wrench on the two
+    bodies equals minus the friction's loss and the normal loads' power into the teeth (the
+    energy balance's terms; rigid-body kinematics, not the element's own sums)."""
+    a0, _, _ = _zero_backlash_distance(HELICAL)
+    pair = HELICAL._replace(centre_distance=a0)
+    mesh = mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair, 1e8,
+                       damping=500.0, mu=0.08, allowance=1e-5, slices=3)  # fmt: skip
+    rng = np.random.default_rng(28)
+    centred = math.pi + math.pi / pair.teeth[1]
+    checked = 0
+    for _ in range(12):
+        angle = rng.uniform(0, 2 * math.pi)
+        gear_1 = BodyKinematics(jnp.asarray(rng.normal(0, 1e-5, 3)),
+                                jnp.asarray(Rotation.from_rotvec([0, 0, angle]).as_matrix()),
+                                jnp.zeros(3), jnp.asarray(rng.normal(0, 0.05, 3)),
+                                jnp.array([0.0, 0.0, rng.uniform(5, 20)]))  # fmt: skip
+        spin = float(gear_1.angular_velocity[2]) * pair.teeth[0] / pair.teeth[1]
+        turn = centred + rng.uniform(-1, 1) * 0.3 / pair.teeth[1]
+        gear_2 = BodyKinematics(jnp.array([a0 + rng.normal(0, 5e-6), 0.0, rng.normal(0, 1e-4)]),
+                                jnp.asarray(Rotation.from_rotvec([0, 0, turn]).as_matrix()),
+                                jnp.zeros(3), jnp.asarray(rng.normal(0, 0.05, 3)),
+                                jnp.array([0.0, 0.0, -spin * rng.uniform(0.9, 1.1)]))  # fmt: skip
+        wrench = mesh.wrench(0.0, gear_1, gear_2)
+        power = 0.0
+        for body, k in enumerate((gear_1, gear_2)):
+            point = np.asarray(wrench.point[body])
+            arm = point - np.asarray(k.position)
+            velocity = np.asarray(k.velocity) + np.cross(np.asarray(k.angular_velocity), arm)
+            power += np.dot(np.asarray(wrench.force[body]), velocity)
+            power += np.dot(np.asarray(wrench.torque[body]), np.asarray(k.angular_velocity))
+        load, _, friction, absorbed = np.asarray(mesh.output(0.0, gear_1, gear_2))
+        checked += abs(load) > 0 and friction > 0
+        np.testing.assert_allclose(power, -(friction + absorbed), rtol=1e-9, atol=1e-9 * (
+            abs(friction) + abs(absorbed) + 1e-12), equal_nan=False)  # fmt: skip
+    assert checked >= 6  # most states load the teeth and slide
 
 
 SPUR = gears.GearPair(3e-3, (20, 40), 20 * DEG, 0.0, (0.0, 0.0), 0.02, 0.09)

@@ -12,6 +12,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.integrate
 
 import diffmbs
 from diffmbs import gears, simulate
@@ -46,9 +47,10 @@ def test_the_torque_curves_pass_the_studys_points_and_cross_at_720_rpm():
 
 @functools.cache
 def _steady():
-    """0.3 s at the nominal speed (the engine's torque on at once)."""
+    """0.3 s at the nominal speed (the engine's torque on at once), sampled every 0.1 ms (33
+    samples per mesh cycle, for the energy's integrals)."""
     model = box.ship_gearbox(initial_speed=box.NOMINAL_SPEED, ramp_s=1e-3, slices=4)
-    ts = jnp.linspace(0.0, 0.3, 61)
+    ts = jnp.linspace(0.0, 0.3, 3001)
     return simulate(model, *model.initial_state(), ts, rtol=1e-6, atol=1e-8,
                     max_steps=200_000)  # fmt: skip
 
@@ -76,6 +78,29 @@ def test_steady_running_keeps_the_ratio_and_loses_what_ohlendorf_says():
                                         * math.cos(float(geometry.base_helix_angle)))
                    * (1 - float(geometry.contact_ratio) + np.sum(addendum**2)))  # fmt: skip
     np.testing.assert_allclose(friction.mean() / engine.mean(), 0.05 * loss_factor, rtol=0.03)
+
+
+def test_the_engines_work_is_the_kinetic_energy_the_load_and_the_losses():
+    """Over the run (the mesh rattling at the start, then steady), the engine's work equals the
+    change of the kinetic energy (½ J ω² of each gear about its fixed axis, the study's
+    inertias) plus the propeller's work, the friction's loss and the work into the teeth
+    (their elastic energy and the dampers' loss) — each integrated from the sensors."""
+    sol = _steady()
+    ts = np.asarray(sol.ts)
+    pinion = np.asarray(sol.sensors["pinion_speed"])[:, 2]
+    wheel = np.asarray(sol.sensors["wheel_speed"])[:, 2]
+    work = {
+        "engine": np.asarray(sol.sensors["engine_output"])[:, 2] * pinion,
+        "propeller": -np.asarray(sol.sensors["propeller_output"])[:, 2] * wheel,
+    }
+    for k, name in ((2, "friction"), (3, "teeth")):
+        work[name] = sum(np.asarray(sol.sensors[f"mesh_{side}_output"])[:, k]
+                         for side in ("left", "right"))  # fmt: skip
+    work = {name: scipy.integrate.simpson(power, x=ts) for name, power in work.items()}
+    kinetic = 0.5 * (26.38 * pinion**2 + 1153.43 * wheel**2)
+    balance = work["engine"] - (kinetic[-1] - kinetic[0]) - work["propeller"] - work["friction"]
+    np.testing.assert_allclose(balance, work["teeth"], atol=5e-4 * work["friction"])
+    assert work["teeth"] > 0.0  # the dampers take energy out of the start's rattle
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ the referred one times z₂/z₁, against the wheel's turning.
 
 Sensors: ``pinion_speed``, ``wheel_speed`` (rad/s, about world z), ``engine`` and
 ``propeller`` (the applied torques, N·m, world), ``mesh_left``/``mesh_right`` (each helix's
-load along its line of action, transmission error and friction loss).
+load along its line of action, transmission error, friction loss and the teeth's absorbed
+power: :class:`~diffmbs.multibody.GearMesh`).
 """
 
 from __future__ import annotations

@@ -36,8 +36,10 @@ derivatives ill): ``F = window(ξ) · max(k(ξ) δ_s + c δ̇ σ(δ/ε), 0)`` wi
 opposite, at the pitch point. Friction ``μ F`` acts at the pair's contact point against the
 sliding of the profiles, smoothed through the pitch point by ``tanh(v_s / sliding_speed)``.
 
-Output: ``(3,)`` the load along the line of action (N; flank A positive), the transmission
-error ``Δ`` (m along the line of action) and the friction's power loss (W).
+Output: ``(4,)`` the load along the line of action (N; flank A positive), the transmission
+error ``Δ`` (m along the line of action), the friction's power loss (W) and the normal loads'
+power into the teeth (W: the rate of their elastic energy plus the dampers' loss; the mesh
+takes from the gears' motion the sum of the last two).
 
 Not modelled: tip relief's shape (only the ramp), the mesh's inertia, gear bodies' own
 elasticity (the rigid-elastic teeth of 004 are a later step), the change of the backlash with
@@ -194,7 +196,8 @@ class GearMesh(AbstractForceElement):
         return self._window(mesh) * selection.maximum(spring + damper, 0.0)
 
     def _loads(self, ki, kj):
-        """``(wrench, flanks' loads (2,), Δ, friction's power loss)``."""
+        """``(wrench, flanks' loads (2,), Δ, friction's power loss, the loads' power into the
+        teeth)``."""
         mesh = self._mesh(ki, kj)
         load = self._pair_loads(mesh)
         flanks = jnp.sum(load, axis=(1, 2))
@@ -210,14 +213,16 @@ class GearMesh(AbstractForceElement):
         torque = jnp.sum(jnp.cross(offsets, pulls), axis=(0, 1, 2))
         force = force + jnp.sum(pulls, axis=(0, 1, 2))
         power = jnp.sum(friction * slip)
-        return pair_wrench(force, mesh.pitch_point, torque), flanks, mesh.deviation, power
+        absorbed = flanks @ mesh.rate
+        return (pair_wrench(force, mesh.pitch_point, torque), flanks, mesh.deviation, power,
+                absorbed)  # fmt: skip
 
     def wrench(self, t, ki, kj) -> Wrench:
         return self._loads(ki, kj)[0]
 
     def output(self, t, ki, kj) -> Array:
-        _, flanks, deviation, power = self._loads(ki, kj)
-        return jnp.stack([flanks[0] - flanks[1], deviation, power])
+        _, flanks, deviation, power, absorbed = self._loads(ki, kj)
+        return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
 
     def potential_energy(self, t, ki, kj) -> Array:
         """The teeth's elastic energy (J) at their present stiffness."""
