@@ -13,7 +13,11 @@ origin); on a joint whose maps run along the axis too
 (:class:`~diffmbs.multibody.CrownedWearingClearance`) each point also has its axial position.
 The prediction runs :func:`~diffmbs.wear.predict_wear` with its update lengths held
 (``schedule``: a gradient needs them fixed), interpolates the map at the measured points and
-compares linearly: ``r = w · (pred − meas) / scale``.
+compares linearly: ``r = w · (pred − meas) / scale``. With ``filter_upr`` the map is first
+passed through the roundness instrument's Gaussian filter (:func:`diffmbs.wear.roundness_filter`,
+the cut-off in undulations per revolution): a record filtered so is compared with the model
+filtered alike, and the comparison converges in the map's cells, which the raw scar's peak
+does not.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs.integrate import ForwardSensitivity
-from diffmbs.wear import predict_wear, wear_element
+from diffmbs.wear import predict_wear, roundness_filter, wear_element
 from identification._experiments import AbstractExperiment, _default_simulate_kwargs, _vector
 
 __all__ = ["WearProfileExperiment"]
@@ -50,6 +54,8 @@ class WearProfileExperiment(AbstractExperiment):
     - ``period`` (s, the motion's), ``schedule`` (the updates' cycles, adding up to the cycles
       worn), ``settle_cycles`` and ``cycles_per_update``: :func:`~diffmbs.wear.predict_wear`'s;
     - ``weights`` ``(n,)``, ``scale`` (m, default 1 µm: residuals in micrometres);
+    - ``filter_upr``: the record's roundness filter (ISO 16610-21 Gaussian, cut-off in
+      undulations per revolution; ``None``: the raw map);
     - ``simulate_kwargs``: :func:`diffmbs.simulate`'s (default ``throw=False`` and
       forward-mode derivatives under error control, :class:`diffmbs.ForwardSensitivity`: a
       journal riding its bore is quasi-static, and tangents carried along the state's steps
@@ -69,6 +75,7 @@ class WearProfileExperiment(AbstractExperiment):
     settle_cycles: int = eqx.field(static=True)
     cycles_per_update: int = eqx.field(static=True)
     scale: float = eqx.field(static=True)
+    filter_upr: float | None = eqx.field(static=True)
     simulate_kwargs: Mapping[str, Any] = eqx.field(static=True)
 
     def __init__(
@@ -88,6 +95,7 @@ class WearProfileExperiment(AbstractExperiment):
         scale: float = 1e-6,
         simulate_kwargs: Mapping[str, Any] | None = None,
         axial: ArrayLike | None = None,
+        filter_upr: float | None = None,
     ):
         self.name = name
         meas = _vector(measured, "measured", name)
@@ -103,6 +111,9 @@ class WearProfileExperiment(AbstractExperiment):
         if not (np.isfinite(period) and period > 0 and np.isfinite(scale) and scale > 0):
             raise ValueError(f"experiment {name!r}: period and scale must be positive, got "
                              f"{period}, {scale}")  # fmt: skip
+        if filter_upr is not None and not (np.isfinite(filter_upr) and filter_upr > 0):
+            raise ValueError(f"experiment {name!r}: filter_upr must be a positive number of "
+                             f"undulations per revolution, got {filter_upr}")  # fmt: skip
         try:
             joint = wear_element(model, element)
         except ValueError as err:
@@ -126,6 +137,7 @@ class WearProfileExperiment(AbstractExperiment):
         self.settle_cycles = int(settle_cycles)
         self.cycles_per_update = int(cycles_per_update)
         self.scale = float(scale)
+        self.filter_upr = None if filter_upr is None else float(filter_upr)
         self.simulate_kwargs = _default_simulate_kwargs({"adjoint": ForwardSensitivity(),
                                                        **(simulate_kwargs or {})})
 
@@ -158,6 +170,8 @@ class WearProfileExperiment(AbstractExperiment):
         )  # fmt: skip
         joint = wear_element(model, self.element)
         depth = worn.bore[-1] if self.surface == "bore" else worn.journal[-1]
+        if self.filter_upr is not None:
+            depth = roundness_filter(depth, self.filter_upr)
         depth = joint.depth_at(self.surface, depth, self.angles, self.axial)
         return joint.clearance + depth if self.surface == "bore" else depth
 

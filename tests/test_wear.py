@@ -68,6 +68,30 @@ def _one_revolution():
     return model, simulate(model, *model.initial_state(), ts, rtol=1e-10, atol=1e-12)
 
 
+def test_the_roundness_filter_is_iso_16610_21s_gaussian():
+    """Against the filter's definition in the angle (ISO 16610-21: the weighting function
+    ``s(x) = exp(−π (x / (α λ_c))²) / (α λ_c)``, ``α = √(ln 2 / π)``, ``λ_c`` the cut-off's
+    wavelength, here 2π/UPR rad), convolved around the circle by quadrature; a harmonic at the
+    cut-off passes by half; the mean wholly; a (cells, axial) map column by column."""
+    n, upr = 1440, 50.0
+    theta = (np.arange(n) + 0.5) * 2 * math.pi / n
+    rng = np.random.default_rng(16610)
+    profile = 1e-6 * (0.3 + np.exp(-((theta - 2.9) / 0.02) ** 2) + 0.05 * rng.standard_normal(n))
+    width = math.sqrt(math.log(2) / math.pi) * 2 * math.pi / upr
+    lag = np.angle(np.exp(1j * (theta[:, None] - theta[None, :])))  # wrapped into (−π, π]
+    weights = np.exp(-math.pi * (lag / width) ** 2) / width * (2 * math.pi / n)
+    np.testing.assert_allclose(wear.roundness_filter(profile, upr), weights @ profile,
+                               rtol=0, atol=1e-9 * np.abs(profile).max())  # fmt: skip
+    at_cutoff = np.cos(50 * theta)
+    np.testing.assert_allclose(wear.roundness_filter(at_cutoff, upr), 0.5 * at_cutoff, atol=1e-12)
+    assert float(jnp.mean(wear.roundness_filter(profile, upr))) == pytest.approx(profile.mean())
+    columns = np.stack([profile, 2 * profile], axis=1)
+    np.testing.assert_allclose(wear.roundness_filter(columns, upr)[:, 1],
+                               2 * wear.roundness_filter(profile, upr), rtol=1e-12)  # fmt: skip
+    with pytest.raises(ValueError, match="undulations per revolution"):
+        wear.roundness_filter(profile, 0.0)
+
+
 def test_a_spinning_journal_under_its_weight_wears_as_archard_says():
     model, sol = _one_revolution()
     force = np.asarray(sol.sensors["force"])[:, 0]

@@ -35,6 +35,7 @@ sweeps and sensitivities the parameters::
     profile = "bore_profile.csv"     # or a worn surface's profile: angle_deg, radius_um columns
     profile_surface = "bore"         # (the bore's radius minus the journal's nominal one) or
                                      # "journal" (its loss of radius); needs [wear]
+    profile_filter_upr = 50.0        # the instrument's roundness filter (ISO 16610-21, UPR)
 
     [wear]                           # many cycles: diffmbs/app/_wear_settings.py
     element = "C"
@@ -250,7 +251,8 @@ class ExperimentSpec:
     and/or its measured time history (``history_path``, its channel ``history_channel`` where
     it has several, fitted jointly with the SRS with the relative weight ``history_weight``;
     ``history_units`` of a CSV record, default the ``[srs]`` units; the ``recorder`` it went
-    through), or a worn surface's measured profile (``profile_path``, ``profile_surface``)."""
+    through), or a worn surface's measured profile (``profile_path``, ``profile_surface``, the
+    instrument's roundness filter ``profile_filter_upr``)."""
 
     name: str
     model: MechanicalSystem
@@ -263,6 +265,7 @@ class ExperimentSpec:
     recorder: Recorder | None = None
     profile_path: Path | None = None
     profile_surface: str = "bore"
+    profile_filter_upr: float | None = None
 
 
 @dataclass(frozen=True)
@@ -311,7 +314,7 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
         where = f"experiments[{i}]"
         check_keys(table, {"name", "srs", "model", "history", "history_channel",
                            "history_weight", "history_units", "recorder", "profile",
-                           "profile_surface"}, where)  # fmt: skip
+                           "profile_surface", "profile_filter_upr"}, where)  # fmt: skip
         exp_name = read_string(table, "name", where)
         if exp_name in seen:
             raise ConfigError(f"{where}.name: duplicate experiment name {exp_name!r}")
@@ -359,11 +362,16 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
         surface = read_string(table, "profile_surface", where, "bore")
         if surface not in ("bore", "journal"):
             raise ConfigError(f"{where}.profile_surface: 'bore' or 'journal', got {surface!r}")
+        upr = (read_number(table, "profile_filter_upr", where)
+               if "profile_filter_upr" in table else None)  # fmt: skip
+        if (surface != "bore" or upr is not None) and profile_path is None:
+            raise ConfigError(f"{where}: profile_surface and profile_filter_upr describe a "
+                              "'profile' record; give one")  # fmt: skip
         if parameters:
             options["parameters"] = parameters
         experiments.append(
             ExperimentSpec(exp_name, model, options, srs_path, history_path, weight, channel,
-                           units, recorder, profile_path, surface)  # fmt: skip
+                           units, recorder, profile_path, surface, upr)  # fmt: skip
         )
     return tuple(experiments)
 

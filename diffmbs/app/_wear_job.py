@@ -70,7 +70,7 @@ def profile_experiment(job: Job, i: int, spec: ExperimentSpec, options: dict):
             spec.name, spec.model, wear.element, angles, measured, period=wear.period_s,
             schedule=wear.schedule(), surface=spec.profile_surface,
             settle_cycles=wear.settle_cycles, cycles_per_update=wear.cycles_per_update,
-            simulate_kwargs=options, axial=axial,
+            simulate_kwargs=options, axial=axial, filter_upr=spec.profile_filter_upr,
         )  # fmt: skip
     except ValueError as err:
         raise ConfigError(f"{where}: {err}") from None

@@ -8,6 +8,7 @@ multibody ones built with :mod:`diffmbs.multibody`.
 * :mod:`diffmbs.models.slider_crank` — the 3-D slider-crank with a clearance joint.
 * :mod:`diffmbs.models.four_bar` — the four-bar with a wearing clearance joint.
 * :mod:`diffmbs.models.ship_gearbox` — the ship's double-helical reduction gearbox.
+* :mod:`diffmbs.models.gear_rig` — a gear test rig whose load reverses (the gear fit's model).
 """
 
 from diffmbs.models.mwsm import (
