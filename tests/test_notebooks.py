@@ -213,9 +213,9 @@ def test_clearance_notebook_records_impacts_and_fits_the_joint():
 @pytest.mark.skipif(sys.platform == "win32", reason="kernel start-up is slow and flaky there")
 def test_wear_notebook_wears_differentiates_and_compares_the_profile():
     """Quick mode: the four-bar at 100 rpm keeps its journal on the bore over a settled turn;
-    a thousand turns worn from one simulated through ``run_wear_job`` (without gradients: see
-    issue 27 — ``k ∂V/∂k`` should equal ``V`` and came out 1.07 V on this mechanism; on the
-    journal of test_wear.py it is ``V`` to 1e-4); the bundled record is read."""
+    a thousand turns worn from one simulated through ``run_wear_job`` (without gradients: their
+    compile is the run's longest; the four-bar's, ``k ∂V/∂k = V`` and ``∂V/∂ln c`` against
+    differences, are test_four_bar.py's, in ``make test-slow``); the bundled record is read."""
     summary = _quick_summary(NOTEBOOKS / "03b_wear.ipynb")
     assert summary["quick"] is True
     assert summary["contact_share"] > 0.99
