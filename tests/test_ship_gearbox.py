@@ -45,6 +45,9 @@ def test_the_torque_curves_pass_the_studys_points_and_cross_at_720_rpm():
     np.testing.assert_allclose(float(box.propeller_torque(low)), 11258.12 / 4, rtol=1e-6)
 
 
+STEADY = pytest.mark.xdist_group("ship_gearbox_steady")  # one worker simulates the run
+
+
 @functools.cache
 def _steady():
     """0.3 s at the nominal speed (the engine's torque on at once), sampled every 0.1 ms (33
@@ -55,6 +58,7 @@ def _steady():
                     max_steps=200_000)  # fmt: skip
 
 
+@STEADY
 def test_steady_running_keeps_the_ratio_and_loses_what_ohlendorf_says():
     sol = _steady()
     late = np.asarray(sol.ts) > 0.1
@@ -80,6 +84,7 @@ def test_steady_running_keeps_the_ratio_and_loses_what_ohlendorf_says():
     np.testing.assert_allclose(friction.mean() / engine.mean(), 0.05 * loss_factor, rtol=0.03)
 
 
+@STEADY
 def test_the_engines_work_is_the_kinetic_energy_the_load_and_the_losses():
     """Over the run (the mesh rattling at the start, then steady), the engine's work equals the
     change of the kinetic energy (½ J ω² of each gear about its fixed axis, the study's
