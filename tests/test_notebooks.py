@@ -226,9 +226,8 @@ def test_wear_notebook_wears_differentiates_and_compares_the_profile():
 def test_gears_notebook_meshes_rattles_starts_and_reads_its_record():
     """Quick mode: the ship gearbox's contact ratio against its closed form (the tip circles'
     lengths along the line of action, over the base pitch); the rig's load reverses (the teeth
-    change flank); the gearbox at steady running in the study's efficiency range, above
-    Ohlendorf's ``1 − μ H_V`` less a margin for the start's transient; the bundled record is
-    its truth's prediction plus its 2 % noise."""
+    change flank); the bundled record is its truth's (the rig at the truth through the record's
+    recorder) plus its 2 % noise. The gearbox's run is test_ship_gearbox.py's."""
     summary = _quick_summary(NOTEBOOKS / "04_gears.ipynb")
     assert summary["quick"] is True
     from diffmbs.models.ship_gearbox import PAIR
@@ -242,7 +241,6 @@ def test_gears_notebook_meshes_rattles_starts_and_reads_its_record():
     pitch = math.pi * module_t * math.cos(alpha_t)  # the transverse base pitch
     assert summary["contact_ratio"] == pytest.approx(path / pitch, rel=1e-9)
     assert summary["flank_changes"] >= 3
-    assert 0.99 < summary["efficiency"] < 0.999
     assert summary["record_rows"] == 1201
     assert 0.015 < summary["truth_rms"] < 0.025
 

@@ -192,6 +192,7 @@ def test_gradients_through_crown_and_clearance_match_differences():
     np.testing.assert_allclose(jac / scale, differences / scale, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.slow  # suite time: the planar joint's wear command is test_wear_profile.py's
 def test_the_wear_command_writes_the_maps_of_a_3d_joint(tmp_path):
     """``diffmbs wear`` on the tilted journal: 300 revolutions in updates of one simulated
     revolution; the worn volume is Archard's ``k m g v t`` and the bore's scar sits where

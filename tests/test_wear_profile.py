@@ -154,6 +154,8 @@ def test_wear_jobs_name_what_is_wrong(tmp_path):
             clearance_initial=""): "nan.csv row 2: radius_um is not a finite number",
         '[[experiments]]\nname = "b"\nprofile = "nan.csv"\nprofile_surface = "shaft"\n':
             "profile_surface: 'bore' or 'journal'",
+        '[[experiments]]\nname = "b"\nprofile = "nan.csv"\nprofile_filter_upr = -50.0\n':
+            r"experiments\[0\].profile_filter_upr: must be positive",
     }  # fmt: skip
     for rest, message in cases.items():
         job = write_job(tmp_path, rest=rest)
