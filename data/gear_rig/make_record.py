@@ -3,7 +3,8 @@
     python data/gear_rig/make_record.py
 
 A spur pair on a test rig (``diffmbs.models.gear_rig``): the pinion turned at 50 rad/s, the
-wheel braked by a torque that reverses every 25 ms, so the teeth cross their backlash and rattle.
+wheel braked by 20 ± 30 N·m at 40 Hz, which reverses the load twice every 25 ms, so the teeth
+cross their backlash and rattle.
 A tangential accelerometer on the wheel's rim (50 mm from the axis) records the wheel's dynamic
 transmission error as an acceleration. The record comes from a model that differs in structure
 from the one the fit job uses (``fit.toml``: body coordinates, the recorder simulated 10× finer
