@@ -22,6 +22,7 @@ from scipy.spatial.transform import Rotation
 import diffmbs
 import diffmbs.multibody as mb
 from diffmbs import gears, simulate
+from diffmbs.models.gear_rig import gear_rig
 from diffmbs.multibody import BodyKinematics
 
 diffmbs.configure()
@@ -145,33 +146,16 @@ SPUR = gears.GearPair(3e-3, (20, 40), 20 * DEG, 0.0, (0.0, 0.0), 0.02, 0.09)
 SPEED, TORQUE, MU = 5.0, 20.0, 0.05  # rad/s of gear 1; N·m on gear 2; friction
 
 
-def _load(t, kinematics):
-    return jnp.array([0.0, 0.0, TORQUE])  # resisting gear 2's turning (negative about z)
-
-
-def _spur_model(stiffness=None, allowance=0.0, mu=MU, load=_load):
-    """Gear 1 (z 20) driven at ``SPEED``; gear 2 (z 40) on a revolute bearing under a
-    resisting torque; the pair centred at the start."""
+def _spur_model(stiffness=None, allowance=0.0, mu=MU, ripple=0.0):
+    """The gear rig (``diffmbs.models.gear_rig``: this ``SPUR`` pair, gear 1 driven at
+    ``SPEED``, gear 2 on a revolute bearing under a resisting torque, the pair centred at the
+    start): ``TORQUE``, or ``ripple`` × ``TORQUE`` at 25 Hz about zero. ``(model, k_max)``."""
     k = float(gears.iso_6336_stiffness(SPUR).single) * SPUR.face_width
-    b = mb.ModelBuilder(gravity=(0.0, 0.0, 0.0))
-    b.add_body(mb.RigidBody("g1", 0.44, (1e-4, 1e-4, 2e-4)))
-    turn = math.pi + math.pi / SPUR.teeth[1]
-    b.add_body(mb.RigidBody("g2", 1.78, (1.6e-3, 1.6e-3, 3.2e-3), position=(0.09, 0, 0),
-                            orientation=(math.cos(turn / 2), 0, 0, math.sin(turn / 2)),
-                            angular_velocity=(0, 0, -SPEED / 2)))  # fmt: skip
-    z = (0, 0, 1)
-    b.add_joint("drive", mb.PrescribedRevolute(
-        "ground", mb.Frame.from_axis((0, 0, 0), z), "g1", mb.Frame.from_axis((0, 0, 0), z),
-        mb.ConstantRate(0.0, SPEED)))  # fmt: skip
-    b.add_joint("bearing", mb.Revolute("ground", mb.Frame.from_axis((0.09, 0, 0), z), "g2",
-                                       mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
-    b.add_force("mesh", mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), SPUR,
-                                    k if stiffness is None else stiffness, damping=1000.0,
-                                    mu=mu, allowance=allowance))  # fmt: skip
-    b.add_force("load", mb.AppliedTorque("g2", load))
-    b.add_sensor("mesh_output", mb.ElementForce("mesh"))
-    b.add_sensor("w2", mb.BodyAngularVelocity("g2"))
-    return b.build(), k
+    model = gear_rig(speed=SPEED, mean_torque=0.0 if ripple else TORQUE,
+                     ripple_torque=ripple * TORQUE, ripple_hz=25.0,
+                     stiffness=k if stiffness is None else stiffness, damping=1000.0,
+                     allowance=allowance, mu=mu)  # fmt: skip
+    return model, k
 
 
 @functools.cache
@@ -187,7 +171,7 @@ def test_a_slowly_turning_pair_meets_kinematics_statics_and_iso_6336():
     ts = np.asarray(sol.ts)
     late = ts > 0.2  # past the start's transient
     out = np.asarray(sol.sensors["mesh_output"])[late]
-    omega_2 = np.asarray(sol.sensors["w2"])[late, 2]
+    omega_2 = np.asarray(sol.sensors["wheel_speed"])[late, 2]
     cycle = 2 * math.pi / (SPUR.teeth[0] * SPEED)
     whole = ts[late] < ts[late][0] + 25 * cycle
     np.testing.assert_allclose(omega_2[whole].mean(), -SPEED * 20 / 40, rtol=1e-4)  # the ratio
@@ -256,18 +240,16 @@ def test_the_mesh_loads_derivatives_through_the_gap_edge_match_differences():
 def test_derivatives_through_the_backlash_match_differences():
     """The load reverses (gear 2 crosses its backlash twice in 60 ms): forward-mode
     derivatives under error control of the transmission error and gear 2's speed w.r.t. ln k
-    and the thickness allowance against central differences at rtol 1e-11 (tangents carried
-    along the steps are off by up to 14 % here, 3 % even at rtol 1e-11)."""
-
-    def reversing(t, kinematics):
-        return jnp.array([0.0, 0.0, TORQUE * jnp.cos(2 * math.pi * t / 0.04)])
+    and the thickness allowance against central differences at rtol 1e-11 (on this pair,
+    tangents carried along the steps were off by up to 14 %, 3 % even at rtol 1e-11)."""
 
     def outputs(z, rtol=1e-9, **options):
         model, _ = _spur_model(stiffness=2.5e8 * jnp.exp(z[0]), allowance=2e-5 * (1 + z[1]),
-                               mu=0.0, load=reversing)  # fmt: skip
+                               mu=0.0, ripple=1.0)  # fmt: skip
         sol = simulate(model, *model.initial_state(), jnp.linspace(0.0, 0.06, 4), rtol=rtol,
                        atol=1e-2 * rtol, max_steps=100_000, **options)  # fmt: skip
-        return jnp.concatenate([sol.sensors["mesh_output"][1:, 1], sol.sensors["w2"][1:, 2]])
+        return jnp.concatenate([sol.sensors["mesh_output"][1:, 1],
+                                sol.sensors["wheel_speed"][1:, 2]])
 
     z = jnp.zeros(2)
     controlled = diffmbs.ForwardSensitivity()
