@@ -30,7 +30,13 @@ coefficients ``x₁, x₂``, the face width ``b`` and the working centre distanc
   so ``c_γα · b`` is the mesh's mean stiffness along the line of action (1 N/(mm·µm) =
   1e9 N/m²) (:func:`iso_6336_stiffness`; checked against ISO/TR 6336-30 example 1).
 
-Everything is a pure function of floats or arrays (``jit``/``grad``-able).
+Tooth outlines for mesh contact (:func:`tooth_profile`, :func:`tooth_mesh`): the involute flank
+at radius ``r`` lies at the polar angle ``±(s_t/(2r) + inv α_t − inv α_r)`` from the tooth's
+middle, ``cos α_r = r_b / r``; its radius of curvature there is ``ρ = √(r² − r_b²)``, the
+distance along the line of action from the base circle.
+
+Everything is a pure function of floats or arrays (``jit``/``grad``-able), except
+:func:`tooth_mesh` (a ``trimesh.Trimesh``).
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ __all__ = [
     "involute",
     "iso_6336_stiffness",
     "pair_geometry",
+    "tooth_mesh",
+    "tooth_profile",
     "working_thickness",
 ]
 
@@ -193,3 +201,59 @@ def iso_6336_stiffness(pair: GearPair, *, solid: bool = True) -> MeshStiffness:
     single = theoretical * 0.8 * 1.0 * c_b * math.cos(pair.helix_angle)
     mesh = single * (0.75 * g.contact_ratio + 0.25)
     return MeshStiffness(*(_N_PER_MM_UM * s for s in (theoretical, single, mesh, 0.85 * mesh)))
+
+
+def tooth_profile(pair: GearPair, gear: int, points: int,
+                  allowance: ArrayLike | None = None) -> Array:  # fmt: skip
+    """One tooth's two involute flanks as ``points`` vertices each, ``(2, points, 2)`` (m), in
+    the gear's transverse frame (x along the tooth's middle, y = z × x): flank 0 at +y, flank 1
+    at −y, each from its lowest active point to the tip, the vertices a constant step apart in
+    the radius of curvature ρ (so equally spaced along the line of action; module docstring).
+    ``gear``: 0 or 1; ``allowance`` (m, transverse at the reference circle; default the
+    pair's) thins the tooth. The lowest point is a quarter base pitch below the start of the
+    active profile at the pair's centre distance (the mate's tip circle), not below the base
+    or the root circle."""
+    if gear not in (0, 1) or points < 2:
+        raise ValueError(f"tooth_profile: gear must be 0 or 1 and points ≥ 2, got {gear}, "
+                         f"{points}")  # fmt: skip
+    g = pair_geometry(pair)
+    a = jnp.asarray(pair.centre_distance, float)
+    r_b, r_a, r_ref = g.base_radii[gear], g.tip_radii[gear], g.reference_radii[gear]
+    r_b_mate, r_a_mate = g.base_radii[1 - gear], g.tip_radii[1 - gear]
+    start = a * jnp.sin(g.working_pressure_angle) - jnp.sqrt(r_a_mate**2 - r_b_mate**2)
+    root = r_ref - pair.module * (pair.dedendum - pair.shifts[gear])
+    lowest = jnp.sqrt(jnp.where(root > r_b, root**2 - r_b**2, 0.0))
+    low = jnp.where(start - 0.25 * g.base_pitch > lowest, start - 0.25 * g.base_pitch, lowest)
+    rho = low + (jnp.sqrt(r_a**2 - r_b**2) - low) * jnp.linspace(0.0, 1.0, points)
+    radius = jnp.sqrt(r_b**2 + rho**2)
+    allowance = pair.thickness_allowances[gear] if allowance is None else allowance
+    thickness = (g.transverse_module * (0.5 * math.pi + 2.0 * pair.shifts[gear]
+                                        * math.tan(pair.pressure_angle)) - allowance)  # fmt: skip
+    roll = rho / r_b  # tan α_r
+    half = (thickness / (2.0 * r_ref) + involute(g.transverse_pressure_angle)
+            - (roll - jnp.arctan(roll)))  # fmt: skip
+    flank = jnp.stack([radius * jnp.cos(half), radius * jnp.sin(half)], axis=-1)
+    return jnp.stack([flank, flank * jnp.array([1.0, -1.0])])
+
+
+def tooth_mesh(pair: GearPair, gear: int, points: int):
+    """One tooth of gear ``gear`` as a closed triangle mesh (``trimesh.Trimesh``, m): the
+    :func:`tooth_profile` outline (flanks, a straight tip and a straight root chord: a convex
+    polygon) extruded over the face width, z from −b/2 to b/2, in the gear's frame (a helical
+    gear's twist is not drawn). Usable as STL, or for mass properties
+    (:meth:`diffmbs.multibody.RigidBody.from_mesh`)."""
+    import numpy as np
+    import trimesh
+
+    flanks = np.asarray(tooth_profile(pair, gear, points))
+    outline = np.concatenate([flanks[1], flanks[0][::-1]])  # counter-clockwise
+    n = len(outline)
+    half = 0.5 * pair.face_width
+    vertices = np.concatenate([np.c_[outline, np.full(n, -half)], np.c_[outline, np.full(n, half)]])
+    i = np.arange(n)
+    j = (i + 1) % n
+    sides = np.concatenate([np.c_[i, j, j + n], np.c_[i, j + n, i + n]])
+    fan = np.arange(1, n - 1)
+    caps = np.concatenate([np.c_[np.zeros_like(fan), fan + 1, fan],  # z = −b/2, facing −z
+                           np.c_[np.full_like(fan, n), fan + n, fan + n + 1]])  # fmt: skip
+    return trimesh.Trimesh(vertices, np.concatenate([sides, caps]), process=False)

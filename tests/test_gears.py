@@ -103,15 +103,20 @@ def test_flanks_backlash_torques_and_the_helixs_axial_force():
                                    rtol=1e-9, atol=1e-12)  # fmt: skip
 
 
-def test_the_reported_powers_are_the_work_the_mesh_does_on_the_gears():
+MESHES = [mb.GearMesh, functools.partial(mb.FacetedGearMesh, points=24)]
+
+
+@pytest.mark.parametrize("element", MESHES, ids=["analytic", "faceted"])
+def test_the_reported_powers_are_the_work_the_mesh_does_on_the_gears(element):
     """At states with the gears moving every way (centre distance, axial offset, tilt-free
     spin, slip both sides of the pitch point), the power of the element's wrench on the two
     bodies equals minus the friction's loss and the normal loads' power into the teeth (the
     energy balance's terms; rigid-body kinematics, not the element's own sums)."""
     a0, _, _ = _zero_backlash_distance(HELICAL)
     pair = HELICAL._replace(centre_distance=a0)
-    mesh = mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair, 1e8,
-                       damping=500.0, mu=0.08, allowance=1e-5, slices=3)  # fmt: skip
+    mesh = element("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair, 1e8,
+                   damping=500.0, mu=0.08, allowance=1e-5, slices=3)  # fmt: skip
+    loads = jax.jit(lambda g1, g2: (mesh.wrench(0.0, g1, g2), mesh.output(0.0, g1, g2)))
     rng = np.random.default_rng(28)
     centred = math.pi + math.pi / pair.teeth[1]
     checked = 0
@@ -127,7 +132,7 @@ def test_the_reported_powers_are_the_work_the_mesh_does_on_the_gears():
                                 jnp.asarray(Rotation.from_rotvec([0, 0, turn]).as_matrix()),
                                 jnp.zeros(3), jnp.asarray(rng.normal(0, 0.05, 3)),
                                 jnp.array([0.0, 0.0, -spin * rng.uniform(0.9, 1.1)]))  # fmt: skip
-        wrench = mesh.wrench(0.0, gear_1, gear_2)
+        wrench, output = loads(gear_1, gear_2)
         power = 0.0
         for body, k in enumerate((gear_1, gear_2)):
             point = np.asarray(wrench.point[body])
@@ -135,7 +140,7 @@ def test_the_reported_powers_are_the_work_the_mesh_does_on_the_gears():
             velocity = np.asarray(k.velocity) + np.cross(np.asarray(k.angular_velocity), arm)
             power += np.dot(np.asarray(wrench.force[body]), velocity)
             power += np.dot(np.asarray(wrench.torque[body]), np.asarray(k.angular_velocity))
-        load, _, friction, absorbed = np.asarray(mesh.output(0.0, gear_1, gear_2))
+        load, _, friction, absorbed = np.asarray(output)
         checked += abs(load) > 0 and friction > 0
         np.testing.assert_allclose(power, -(friction + absorbed), rtol=1e-9, atol=1e-9 * (
             abs(friction) + abs(absorbed) + 1e-12), equal_nan=False)  # fmt: skip
@@ -203,7 +208,8 @@ def test_a_slowly_turning_pair_meets_kinematics_statics_and_iso_6336():
     np.testing.assert_allclose(out[whole, 2].mean() / power, MU * loss_factor, rtol=0.05)
 
 
-def test_the_mesh_loads_derivatives_through_the_gap_edge_match_differences():
+@pytest.mark.parametrize("element", MESHES, ids=["analytic", "faceted"])
+def test_the_mesh_loads_derivatives_through_the_gap_edge_match_differences(element):
     """The element's load on gear 2 (force and torque) as gear 2 turns through the gap's edge
     (flank A closing, inside the smoothing, in contact): its derivatives w.r.t. ln k, the
     allowance and gear 2's angle against central differences."""
@@ -213,11 +219,12 @@ def test_the_mesh_loads_derivatives_through_the_gap_edge_match_differences():
     half_gap = 0.5 * 2e-5 * math.cos(alpha_t)
     gear_1 = _kinematics((0, 0, 0), 0.0, omega=3.0)
 
+    @jax.jit
     def loads(x):
         log_k, allowance, s = x
-        mesh = mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair,
-                           1e8 * jnp.exp(log_k), damping=300.0, mu=0.05, allowance=allowance,
-                           slices=4, smoothing=1e-7)  # fmt: skip
+        mesh = element("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), pair,
+                       1e8 * jnp.exp(log_k), damping=300.0, mu=0.05, allowance=allowance,
+                       slices=4, smoothing=1e-7)  # fmt: skip
         turn = math.pi + math.pi / pair.teeth[1] + s / base_2
         rotation = jnp.array([[jnp.cos(turn), -jnp.sin(turn), 0.0],
                               [jnp.sin(turn), jnp.cos(turn), 0.0], [0.0, 0.0, 1.0]])  # fmt: skip
@@ -269,8 +276,9 @@ def test_bad_gear_input_names_the_item():
         mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), SPUR, 1e8, mu=-0.1)
 
 
-def test_a_gear_mesh_described_in_toml_is_the_python_one():
-    text = """
+@pytest.mark.parametrize("kind", ["gear_mesh", "faceted_gear_mesh"])
+def test_a_gear_mesh_described_in_toml_is_the_python_one(kind):
+    text = f"""
 gravity = [0.0, 0.0, 0.0]
 [[bodies]]
 name = "g1"
@@ -283,11 +291,11 @@ inertia = [1.6e-3, 1.6e-3, 3.2e-3]
 position = [0.09, 0.0, 0.0]
 [[forces]]
 name = "mesh"
-type = "gear_mesh"
+type = "{kind}"
 body_i = "g1"
-frame_i = { point = [0.0, 0.0, 0.0] }
+frame_i = {{ point = [0.0, 0.0, 0.0] }}
 body_j = "g2"
-frame_j = { point = [0.0, 0.0, 0.0] }
+frame_j = {{ point = [0.0, 0.0, 0.0] }}
 stiffness = 2.5e8
 mu = 0.05
 [forces.pair]
@@ -300,6 +308,7 @@ face_width = 0.02
 centre_distance = 0.09
 """
     mesh = mb.model_from_toml(text).force_groups[0].member(0)
+    assert type(mesh) is {"gear_mesh": mb.GearMesh, "faceted_gear_mesh": mb.FacetedGearMesh}[kind]
     assert mesh.pair == SPUR._replace(pressure_angle=math.radians(20.0))
     assert float(mesh.stiffness) == 2.5e8 and float(mesh.mu) == 0.05
     with pytest.raises(mb.ModelError, match=r"forces\[0\].pair: missing key 'module'"):

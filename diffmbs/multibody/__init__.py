@@ -36,7 +36,8 @@ from diffmbs.multibody._forces import (
     SpringDamper,
     Wrench,
 )
-from diffmbs.multibody._gears import GearMesh
+from diffmbs.multibody._gear_facets import FacetedGearMesh, tooth_depth
+from diffmbs.multibody._gears import AbstractGearMesh, GearMesh
 from diffmbs.multibody._joints import (
     AbstractJoint,
     ConstantRate,
@@ -80,6 +81,7 @@ __all__ = [
     "GROUND",
     "POINT_MASS_RADIUS",
     "AbstractForceElement",
+    "AbstractGearMesh",
     "AbstractJoint",
     "AbstractSensor",
     "AbstractWearingJournal",
@@ -98,6 +100,7 @@ __all__ = [
     "ElementForce",
     "Fixed",
     "Frame",
+    "FacetedGearMesh",
     "GearMesh",
     "Harmonic",
     "InPlane",
@@ -135,6 +138,7 @@ __all__ = [
     "WearingClearance",
     "Universal",
     "Wrench",
+    "tooth_depth",
     "assemble",
     "check_configuration",
     "consistent_velocities",

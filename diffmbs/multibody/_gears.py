@@ -63,7 +63,7 @@ from diffmbs.multibody._bodies import BodyKinematics, Frame, as_float_array, as_
 from diffmbs.multibody._forces import AbstractForceElement, Wrench, pair_wrench
 from diffmbs.parameters import check_physical_value
 
-__all__ = ["GearMesh"]
+__all__ = ["AbstractGearMesh", "GearMesh"]
 
 
 def _pitch_and_helix(pair: GearPair) -> tuple[float, float]:
@@ -85,29 +85,30 @@ def _wrap(x: Array, period: float) -> Array:
     return jnp.mod(x, period)
 
 
-class GearMesh(AbstractForceElement):
-    """The mesh of gear 1 (``body_i``, ``frame_i``) with gear 2 (``body_j``, ``frame_j``)
-    (module docstring). ``pair``: the geometry (static); ``stiffness`` k_max (N/m, one tooth
-    pair's largest: ISO 6336's ``c' b``, :func:`diffmbs.gears.iso_6336_stiffness`);
-    ``damping`` c (N·s/m per pair); ``mu`` (friction coefficient); ``allowance`` (m, the
-    teeth's thickness allowance in all, split between the gears: backlash); static:
-    ``smoothing`` ε (m), ``sliding_speed`` (m/s), ``slices`` (across the face), ``ramp`` (the
-    load's entry length over the base pitch)."""
+class AbstractGearMesh(AbstractForceElement):
+    """What every gear mesh between gear 1 (``body_i``, ``frame_i``) and gear 2 (``body_j``,
+    ``frame_j``) shares (module docstring): ``pair``: the geometry (static); ``stiffness``
+    k_max (N/m, one tooth pair's largest: ISO 6336's ``c' b``,
+    :func:`diffmbs.gears.iso_6336_stiffness`); ``damping`` c (N·s/m per pair); ``mu``
+    (friction coefficient); ``allowance`` (m, the teeth's thickness allowance in all, split
+    between the gears: backlash); static: ``smoothing`` ε (m), ``sliding_speed`` (m/s),
+    ``slices`` (across the face), ``ramp`` (the load's entry length over the base pitch).
+    The frames, the mesh's state and the stiffness along the path are here; a subclass says
+    where the teeth touch."""
 
-    body_i: str = eqx.field(static=True)
-    frame_i: Frame = eqx.field(converter=as_frame)
-    body_j: str = eqx.field(static=True)
-    frame_j: Frame = eqx.field(converter=as_frame)
-    pair: GearPair = eqx.field(static=True)
-    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N/m"})
-    damping: Array = eqx.field(default=0.0, converter=as_float_array,
-                               metadata={"units": "N s/m"})  # fmt: skip
-    mu: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "1"})
-    allowance: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "m"})
-    smoothing: float = eqx.field(static=True, default=1e-8)
-    sliding_speed: float = eqx.field(static=True, default=1e-3)
-    slices: int = eqx.field(static=True, default=1)
-    ramp: float = eqx.field(static=True, default=0.05)
+    body_i: eqx.AbstractVar[str]
+    frame_i: eqx.AbstractVar[Frame]
+    body_j: eqx.AbstractVar[str]
+    frame_j: eqx.AbstractVar[Frame]
+    pair: eqx.AbstractVar[GearPair]
+    stiffness: eqx.AbstractVar[Array]
+    damping: eqx.AbstractVar[Array]
+    mu: eqx.AbstractVar[Array]
+    allowance: eqx.AbstractVar[Array]
+    smoothing: eqx.AbstractVar[float]
+    sliding_speed: eqx.AbstractVar[float]
+    slices: eqx.AbstractVar[int]
+    ramp: eqx.AbstractVar[float]
 
     attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
 
@@ -160,7 +161,7 @@ class GearMesh(AbstractForceElement):
         transverse = jnp.stack([sin_w * e + cos_w * f, sin_w * e - cos_w * f])  # flanks A, B
         normals = transverse - jnp.array([[1.0], [-1.0]]) * tan_helix * u  # loads' directions
         pitch_point = origin_1 + g.working_radii[0] * e
-        relative = _velocity(ki, pitch_point) - _velocity(kj, pitch_point)
+        relative = velocity_at(ki, pitch_point) - velocity_at(kj, pitch_point)
         y = ((jnp.arange(self.slices) + 0.5) / self.slices - 0.5) * p.face_width
         sign = jnp.array([[1.0], [-1.0]])
         first = _wrap(approach + r_b1 * (sign * phi_1 + half_tooth) + sign * y * tan_helix,
@@ -171,8 +172,54 @@ class GearMesh(AbstractForceElement):
             rate=normals @ relative,  # gear 1 closing on gear 2, per flank
             normals=normals, transverse=transverse, axis=u, pitch_point=pitch_point,
             approach=approach, deviation=deviation, path=g.path_of_contact,
-            ratio=g.contact_ratio, pitch=pitch,
+            ratio=g.contact_ratio, pitch=pitch, centre=origin_1, across=e, distance=a,
+            axial=axial, angles=jnp.stack([phi_1, phi_2]), slice_positions=y,
+            tan_helix=tan_helix, base_radii=g.base_radii,
         )  # fmt: skip
+
+    def _stiffness(self, mesh: _Mesh, xi: Array | None = None) -> Array:
+        """One slice's pair stiffness (N/m) at the pairs' positions ``xi`` on the path (m;
+        default the mesh's)."""
+        xi = mesh.xi if xi is None else xi
+        kappa = 0.75 * (mesh.ratio - 1.0) / mesh.ratio
+        shape = 1.0 - kappa * (2.0 * xi / mesh.path - 1.0) ** 2
+        return self.stiffness / self.slices * shape
+
+    def _contact_loads(self, depth: Array, rate: Array, stiffness: Array) -> Array:
+        """Pair loads (N, ≥ 0, unwindowed) at the closures ``depth`` (m) and their rates (m/s)
+        with one slice's ``stiffness`` (N/m): the smoothed spring and the damper."""
+        eps = self.smoothing
+        spring = stiffness * smooth_penetration(depth, eps)
+        damper = self.damping / self.slices * rate * jax.nn.sigmoid(depth / eps)
+        return selection.maximum(spring + damper, 0.0)
+
+    def _friction(self, ki, kj, points: Array, tangents: Array, load: Array) -> tuple[Array, Array]:
+        """Friction ``μ load tanh(v_s / sliding_speed)`` at the contact ``points`` (..., 3) m
+        along the profiles' sliding ``tangents`` (..., 3), ``v_s`` gear 1's surface's speed on
+        gear 2's along them: ``(forces on gear 2 (..., 3) N, power loss W)``."""
+        slip = jnp.sum((velocity_at(ki, points) - velocity_at(kj, points)) * tangents, axis=-1)
+        friction = self.mu * load * jnp.tanh(slip / self.sliding_speed)
+        return friction[..., None] * tangents, jnp.sum(friction * slip)
+
+
+class GearMesh(AbstractGearMesh):
+    """The analytic mesh (module docstring): the pairs' closure from the gears' angles, each
+    pair's load windowed along the path of contact. Fields: :class:`AbstractGearMesh`."""
+
+    body_i: str = eqx.field(static=True)
+    frame_i: Frame = eqx.field(converter=as_frame)
+    body_j: str = eqx.field(static=True)
+    frame_j: Frame = eqx.field(converter=as_frame)
+    pair: GearPair = eqx.field(static=True)
+    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N/m"})
+    damping: Array = eqx.field(default=0.0, converter=as_float_array,
+                               metadata={"units": "N s/m"})  # fmt: skip
+    mu: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "1"})
+    allowance: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "m"})
+    smoothing: float = eqx.field(static=True, default=1e-8)
+    sliding_speed: float = eqx.field(static=True, default=1e-3)
+    slices: int = eqx.field(static=True, default=1)
+    ramp: float = eqx.field(static=True, default=0.05)
 
     def _window(self, mesh: _Mesh) -> Array:
         """The load's share at each pair: 1 inside the path, 0 outside, ramping over
@@ -182,18 +229,10 @@ class GearMesh(AbstractForceElement):
         xi, path = mesh.xi, mesh.path
         return 0.25 * ((1.0 + jnp.tanh(xi / scale)) * (1.0 + jnp.tanh((path - xi) / scale)))
 
-    def _stiffness(self, mesh: _Mesh) -> Array:
-        kappa = 0.75 * (mesh.ratio - 1.0) / mesh.ratio
-        shape = 1.0 - kappa * (2.0 * mesh.xi / mesh.path - 1.0) ** 2
-        return self.stiffness / self.slices * shape
-
     def _pair_loads(self, mesh: _Mesh) -> Array:
         """Each pair's load (N) along its flank, ``(2, slices, pairs)``."""
-        eps = self.smoothing
         depth, rate = mesh.depth[:, None, None], mesh.rate[:, None, None]
-        spring = self._stiffness(mesh) * smooth_penetration(depth, eps)
-        damper = self.damping / self.slices * rate * jax.nn.sigmoid(depth / eps)
-        return self._window(mesh) * selection.maximum(spring + damper, 0.0)
+        return self._window(mesh) * self._contact_loads(depth, rate, self._stiffness(mesh))
 
     def _loads(self, ki, kj):
         """``(wrench, flanks' loads (2,), Δ, friction's power loss, the loads' power into the
@@ -203,19 +242,13 @@ class GearMesh(AbstractForceElement):
         flanks = jnp.sum(load, axis=(1, 2))
         force = flanks @ mesh.normals  # on gear 2
         # friction at each pair's contact point, on its flank's line of action
-        offsets = (mesh.xi - mesh.approach)[..., None] * mesh.transverse[:, None, None, :]
-        points = mesh.pitch_point + offsets
-        tangents = jnp.cross(mesh.axis, mesh.transverse)  # the profiles' sliding direction
-        slip = jnp.einsum("fspk,fk->fsp", _velocity(ki, points) - _velocity(kj, points),
-                          tangents)  # gear 1's surface on gear 2's  # fmt: skip
-        friction = self.mu * load * jnp.tanh(slip / self.sliding_speed)  # along it, on gear 2
-        pulls = friction[..., None] * tangents[:, None, None, :]
-        torque = jnp.sum(jnp.cross(offsets, pulls), axis=(0, 1, 2))
-        force = force + jnp.sum(pulls, axis=(0, 1, 2))
-        power = jnp.sum(friction * slip)
-        absorbed = flanks @ mesh.rate
-        return (pair_wrench(force, mesh.pitch_point, torque), flanks, mesh.deviation, power,
-                absorbed)  # fmt: skip
+        points = mesh.pitch_point + (mesh.xi - mesh.approach)[..., None] * mesh.transverse[
+            :, None, None, :]  # fmt: skip
+        tangents = jnp.cross(mesh.axis, mesh.transverse)[:, None, None, :]
+        friction, power = self._friction(ki, kj, points, tangents, load)
+        force, torque = resultant(friction, points, mesh.pitch_point)
+        wrench = pair_wrench(force + flanks @ mesh.normals, mesh.pitch_point, torque)
+        return wrench, flanks, mesh.deviation, power, flanks @ mesh.rate
 
     def wrench(self, t, ki, kj) -> Wrench:
         return self._loads(ki, kj)[0]
@@ -245,8 +278,23 @@ class _Mesh(NamedTuple):
     path: Array
     ratio: Array
     pitch: float
+    centre: Array  # gear 1's frame origin (3,)
+    across: Array  # e: gear 1's centre to gear 2's, transverse unit (3,)
+    distance: Array  # a: the centres' distance (m)
+    axial: Array  # w: gear 2's frame's offset along the axis (m)
+    angles: Array  # (φ₁, φ₂): the gears' x-axes from e about the axis (rad)
+    slice_positions: Array  # (slices,): y across the face (m)
+    tan_helix: float  # tan β_b, signed by the hand
+    base_radii: Array  # (2,)
 
-
-def _velocity(k: BodyKinematics, points: Array) -> Array:
+def velocity_at(k: BodyKinematics, points: Array) -> Array:
     """World velocity of body ``k``'s material points at the world ``points`` (..., 3) m/s."""
     return k.velocity + jnp.cross(k.angular_velocity, points - k.position)
+
+
+def resultant(forces: Array, points: Array, reference: Array) -> tuple[Array, Array]:
+    """The sum of ``forces`` (..., 3) N acting at ``points`` (..., 3) m and their moment about
+    ``reference`` (3,) m."""
+    forces, points = jnp.broadcast_arrays(forces, points)
+    return (jnp.sum(forces.reshape(-1, 3), axis=0),
+            jnp.sum(jnp.cross(points - reference, forces).reshape(-1, 3), axis=0))  # fmt: skip
