@@ -8,7 +8,8 @@ at ``speed`` (rad/s) about world z through a stiff speed control (prescribed); t
 on a revolute bearing at x = 90 mm against a brake's torque
 ``T(t) = mean_torque + ripple_torque sin(2π ripple_hz t)`` (N·m, resisting the wheel's
 turning), which reverses the load when the ripple exceeds the mean: the teeth then cross their
-backlash and rattle. The mesh is :class:`~diffmbs.multibody.GearMesh` ``"mesh"`` (parameters
+backlash and rattle. The mesh is :class:`~diffmbs.multibody.GearMesh` ``"mesh"`` (or the
+faceted teeth of :class:`~diffmbs.multibody.FacetedGearMesh`; parameters
 ``mesh.stiffness``, ``mesh.damping``, ``mesh.allowance``, ``mesh.mu``).
 
 Sensors: ``wheel_rim_velocity`` (m/s, wheel axes: component 1 is the rim speed of a point at
@@ -20,6 +21,7 @@ transmission error m, friction loss W, the teeth's absorbed power W:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -61,12 +63,15 @@ def gear_rig(
     allowance: float = 3e-5,
     mu: float = 0.05,
     accelerometer_radius: float = 0.05,
+    mesh_points: int | None = None,
 ) -> mb.MultibodyModel:
     """The rig of the module docstring. ``speed``: the pinion's (rad/s); the brake's
     ``mean_torque`` and ``ripple_torque`` (N·m) at ``ripple_hz`` (Hz); the mesh's
     ``stiffness`` (N/m, one tooth pair's largest; default ISO 6336's ``c' b``), ``damping``
     (N·s/m per pair), ``allowance`` (m, the teeth's thickness allowance in all: the backlash)
-    and ``mu``; ``accelerometer_radius`` (m) of the rim point."""
+    and ``mu``; ``accelerometer_radius`` (m) of the rim point; ``mesh_points``: the teeth as
+    faceted solids with that many vertices a flank
+    (:class:`~diffmbs.multibody.FacetedGearMesh`) instead of the analytic element."""
     k = float(iso_6336_stiffness(PAIR).single) * PAIR.face_width if stiffness is None else stiffness
     ratio = PAIR.teeth[0] / PAIR.teeth[1]
     b = mb.ModelBuilder(gravity=(0.0, 0.0, 0.0))
@@ -83,9 +88,10 @@ def gear_rig(
     b.add_joint("bearing", mb.Revolute(
         "ground", mb.Frame.from_axis((PAIR.centre_distance, 0, 0), z), "wheel",
         mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
-    b.add_force("mesh", mb.GearMesh("pinion", mb.Frame((0, 0, 0)), "wheel", mb.Frame((0, 0, 0)),
-                                    PAIR, k, damping=damping, mu=mu,
-                                    allowance=allowance))  # fmt: skip
+    element = (mb.GearMesh if mesh_points is None
+               else functools.partial(mb.FacetedGearMesh, points=mesh_points))  # fmt: skip
+    b.add_force("mesh", element("pinion", mb.Frame((0, 0, 0)), "wheel", mb.Frame((0, 0, 0)), PAIR,
+                                k, damping=damping, mu=mu, allowance=allowance))  # fmt: skip
     b.add_force("brake", mb.AppliedTorque("wheel", _Brake(mean_torque, ripple_torque, ripple_hz)))
     b.add_sensor("wheel_rim_velocity", mb.PointVelocity("wheel", (accelerometer_radius, 0, 0),
                                                         axes="body"))  # fmt: skip
