@@ -51,10 +51,11 @@ STEADY = pytest.mark.xdist_group("ship_gearbox_steady")  # one worker simulates 
 @functools.cache
 def _steady():
     """0.2 s at the nominal speed (the engine's torque on at once), sampled every 0.1 ms (33
-    samples per mesh cycle, for the energy's integrals)."""
+    samples per mesh cycle, for the energy's integrals). At rtol 1e-7: the energy balance
+    closes within 0.9 J (1,700 steps); at 1e-6 its own error is 3–5 J, past the test's 2.2."""
     model = box.ship_gearbox(initial_speed=box.NOMINAL_SPEED, ramp_s=1e-3, slices=4)
     ts = jnp.linspace(0.0, 0.2, 2001)
-    return simulate(model, *model.initial_state(), ts, rtol=1e-6, atol=1e-8,
+    return simulate(model, *model.initial_state(), ts, rtol=1e-7, atol=1e-9,
                     max_steps=200_000)  # fmt: skip
 
 
