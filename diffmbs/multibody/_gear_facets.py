@@ -40,9 +40,8 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from diffmbs.contact import contact_energy
-from diffmbs.gears import GearPair, tooth_profile
-from diffmbs.multibody._bodies import Frame, as_float_array, as_frame
-from diffmbs.multibody._forces import Wrench, pair_wrench
+from diffmbs.gears import tooth_profile
+from diffmbs.multibody._forces import pair_wrench
 from diffmbs.multibody._gears import (
     AbstractGearMesh,
     _Mesh,
@@ -101,20 +100,6 @@ class FacetedGearMesh(AbstractGearMesh):
     :class:`~diffmbs.multibody.AbstractGearMesh`'s and ``points`` (static: vertices per flank,
     ≥ 2)."""
 
-    body_i: str = eqx.field(static=True)
-    frame_i: Frame = eqx.field(converter=as_frame)
-    body_j: str = eqx.field(static=True)
-    frame_j: Frame = eqx.field(converter=as_frame)
-    pair: GearPair = eqx.field(static=True)
-    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N/m"})
-    damping: Array = eqx.field(default=0.0, converter=as_float_array,
-                               metadata={"units": "N s/m"})  # fmt: skip
-    mu: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "1"})
-    allowance: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "m"})
-    smoothing: float = eqx.field(static=True, default=1e-8)
-    sliding_speed: float = eqx.field(static=True, default=1e-3)
-    slices: int = eqx.field(static=True, default=1)
-    ramp: float = eqx.field(static=True, default=0.05)
     points: int = eqx.field(static=True, default=16)
 
     def __check_init__(self):
@@ -178,7 +163,6 @@ class FacetedGearMesh(AbstractGearMesh):
         return closure, contact, direction
 
     def _loads(self, ki, kj):
-        """As :class:`~diffmbs.multibody.GearMesh`'s ``_loads``."""
         mesh = self._mesh(ki, kj)
         closure, points, directions = self._contacts(mesh)
         rate = jnp.sum((velocity_at(ki, points) - velocity_at(kj, points)) * directions, -1)
@@ -199,13 +183,6 @@ class FacetedGearMesh(AbstractGearMesh):
         xi = jnp.sum((points - mesh.pitch_point) * mesh.transverse[:, None], -1) + mesh.approach
         xi = jnp.where(xi < 0.0, 0.0, xi)
         return jnp.where(xi > mesh.path, mesh.path, xi)
-
-    def wrench(self, t, ki, kj) -> Wrench:
-        return self._loads(ki, kj)[0]
-
-    def output(self, t, ki, kj) -> Array:
-        _, flanks, deviation, power, absorbed = self._loads(ki, kj)
-        return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
 
     def potential_energy(self, t, ki, kj) -> Array:
         """The teeth's elastic energy (J) at their present stiffness."""

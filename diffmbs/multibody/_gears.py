@@ -48,6 +48,7 @@ time in the damping.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import ClassVar, NamedTuple
 
@@ -93,22 +94,23 @@ class AbstractGearMesh(AbstractForceElement):
     (friction coefficient); ``allowance`` (m, the teeth's thickness allowance in all, split
     between the gears: backlash); static: ``smoothing`` ε (m), ``sliding_speed`` (m/s),
     ``slices`` (across the face), ``ramp`` (the load's entry length over the base pitch).
-    The frames, the mesh's state and the stiffness along the path are here; a subclass says
-    where the teeth touch."""
+    The fields, the frames' state, the stiffness along the path and the load laws are here; a
+    subclass says where the teeth touch."""
 
-    body_i: eqx.AbstractVar[str]
-    frame_i: eqx.AbstractVar[Frame]
-    body_j: eqx.AbstractVar[str]
-    frame_j: eqx.AbstractVar[Frame]
-    pair: eqx.AbstractVar[GearPair]
-    stiffness: eqx.AbstractVar[Array]
-    damping: eqx.AbstractVar[Array]
-    mu: eqx.AbstractVar[Array]
-    allowance: eqx.AbstractVar[Array]
-    smoothing: eqx.AbstractVar[float]
-    sliding_speed: eqx.AbstractVar[float]
-    slices: eqx.AbstractVar[int]
-    ramp: eqx.AbstractVar[float]
+    body_i: str = eqx.field(static=True)
+    frame_i: Frame = eqx.field(converter=as_frame)
+    body_j: str = eqx.field(static=True)
+    frame_j: Frame = eqx.field(converter=as_frame)
+    pair: GearPair = eqx.field(static=True)
+    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N/m"})
+    damping: Array = eqx.field(default=0.0, converter=as_float_array,
+                               metadata={"units": "N s/m"})  # fmt: skip
+    mu: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "1"})
+    allowance: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "m"})
+    smoothing: float = eqx.field(static=True, default=1e-8)
+    sliding_speed: float = eqx.field(static=True, default=1e-3)
+    slices: int = eqx.field(static=True, default=1)
+    ramp: float = eqx.field(static=True, default=0.05)
 
     attachments: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
 
@@ -193,6 +195,18 @@ class AbstractGearMesh(AbstractForceElement):
         damper = self.damping / self.slices * rate * jax.nn.sigmoid(depth / eps)
         return selection.maximum(spring + damper, 0.0)
 
+    @abc.abstractmethod
+    def _loads(self, ki, kj) -> tuple[Wrench, Array, Array, Array, Array]:
+        """``(wrench, flanks' loads (2,) N, Δ m, friction's power loss W, the loads' power into
+        the teeth W)`` at the bodies' kinematics."""
+
+    def wrench(self, t, ki, kj) -> Wrench:
+        return self._loads(ki, kj)[0]
+
+    def output(self, t, ki, kj) -> Array:
+        _, flanks, deviation, power, absorbed = self._loads(ki, kj)
+        return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
+
     def _friction(self, ki, kj, points: Array, tangents: Array, load: Array) -> tuple[Array, Array]:
         """Friction ``μ load tanh(v_s / sliding_speed)`` at the contact ``points`` (..., 3) m
         along the profiles' sliding ``tangents`` (..., 3), ``v_s`` gear 1's surface's speed on
@@ -205,21 +219,6 @@ class AbstractGearMesh(AbstractForceElement):
 class GearMesh(AbstractGearMesh):
     """The analytic mesh (module docstring): the pairs' closure from the gears' angles, each
     pair's load windowed along the path of contact. Fields: :class:`AbstractGearMesh`."""
-
-    body_i: str = eqx.field(static=True)
-    frame_i: Frame = eqx.field(converter=as_frame)
-    body_j: str = eqx.field(static=True)
-    frame_j: Frame = eqx.field(converter=as_frame)
-    pair: GearPair = eqx.field(static=True)
-    stiffness: Array = eqx.field(converter=as_float_array, metadata={"units": "N/m"})
-    damping: Array = eqx.field(default=0.0, converter=as_float_array,
-                               metadata={"units": "N s/m"})  # fmt: skip
-    mu: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "1"})
-    allowance: Array = eqx.field(default=0.0, converter=as_float_array, metadata={"units": "m"})
-    smoothing: float = eqx.field(static=True, default=1e-8)
-    sliding_speed: float = eqx.field(static=True, default=1e-3)
-    slices: int = eqx.field(static=True, default=1)
-    ramp: float = eqx.field(static=True, default=0.05)
 
     def _window(self, mesh: _Mesh) -> Array:
         """The load's share at each pair: 1 inside the path, 0 outside, ramping over
@@ -235,8 +234,6 @@ class GearMesh(AbstractGearMesh):
         return self._window(mesh) * self._contact_loads(depth, rate, self._stiffness(mesh))
 
     def _loads(self, ki, kj):
-        """``(wrench, flanks' loads (2,), Δ, friction's power loss, the loads' power into the
-        teeth)``."""
         mesh = self._mesh(ki, kj)
         load = self._pair_loads(mesh)
         flanks = jnp.sum(load, axis=(1, 2))
@@ -249,13 +246,6 @@ class GearMesh(AbstractGearMesh):
         force, torque = resultant(friction, points, mesh.pitch_point)
         wrench = pair_wrench(force + flanks @ mesh.normals, mesh.pitch_point, torque)
         return wrench, flanks, mesh.deviation, power, flanks @ mesh.rate
-
-    def wrench(self, t, ki, kj) -> Wrench:
-        return self._loads(ki, kj)[0]
-
-    def output(self, t, ki, kj) -> Array:
-        _, flanks, deviation, power, absorbed = self._loads(ki, kj)
-        return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
 
     def potential_energy(self, t, ki, kj) -> Array:
         """The teeth's elastic energy (J) at their present stiffness."""
