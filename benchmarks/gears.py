@@ -16,7 +16,8 @@ against a loop.
 * **Batch**: 64 rig variants (stiffness ±20 %) by ``simulate_batch`` (lockstep) against the 64
   run one after another (the single run's median × 64).
 * **Mesh contact**: the rig under a steady 20 N·m (no ripple), 0.1 s at rtol 1e-8, with the
-  analytic element and with faceted teeth (``FacetedGearMesh``, 16, 32, 64 vertices a flank):
+  analytic element, with faceted teeth (``FacetedGearMesh``, 16, 32, 64 vertices a flank) and
+  with rigid-elastic teeth (``RigidElasticGearMesh``, ``gear_rig(elastic_teeth=True)``):
   wall time after compile, steps, and after the first 20 ms the mesh load's mean and standard
   deviation, its rms difference from the analytic element's, and the transmission error's mean
   and peak-to-peak — the ripple coarse tooth meshes give.
@@ -171,8 +172,9 @@ def mesh_contact(args, out) -> None:
     ts = jnp.linspace(0.0, 0.1, 2001)
     settled = ts > 0.02
     runs, reference = {}, None
-    for points in (None, 16, 32, 64):
-        model = gear_rig(ripple_torque=0.0, mesh_points=points)
+    for points in (None, 16, 32, 64, "elastic"):
+        model = (gear_rig(ripple_torque=0.0, elastic_teeth=True) if points == "elastic"
+                 else gear_rig(ripple_torque=0.0, mesh_points=points))  # fmt: skip
         q0, v0 = model.initial_state()
         run = jax.jit(lambda m=model, q0=q0, v0=v0: diffmbs.simulate(
             m, q0, v0, ts, rtol=1e-8, atol=1e-11, max_steps=400_000))  # fmt: skip
@@ -180,7 +182,8 @@ def mesh_contact(args, out) -> None:
         timed = time_median(run, repeats=args.repeats)
         load, error = (np.asarray(sol.sensors["mesh_output"][settled, i]) for i in (0, 1))
         reference = load if points is None else reference
-        runs["analytic" if points is None else f"faceted {points}"] = {
+        name = {None: "analytic", "elastic": "rigid-elastic"}.get(points, f"faceted {points}")
+        runs[name] = {
             **timed, "compile_s": compile_s, "steps": int(sol.stats["num_steps"]),
             "load_mean_N": float(load.mean()), "load_std_N": float(load.std()),
             "load_rms_difference_N": float(np.sqrt(np.mean((load - reference) ** 2))),

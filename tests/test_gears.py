@@ -276,7 +276,12 @@ def test_bad_gear_input_names_the_item():
         mb.GearMesh("g1", mb.Frame((0, 0, 0)), "g2", mb.Frame((0, 0, 0)), SPUR, 1e8, mu=-0.1)
 
 
-@pytest.mark.parametrize("kind", ["gear_mesh", "faceted_gear_mesh"])
+KINDS = {"gear_mesh": (mb.GearMesh, ""), "faceted_gear_mesh": (mb.FacetedGearMesh, ""),
+         "rigid_elastic_gear_mesh": (mb.RigidElasticGearMesh,
+                                     "tooth_stiffness = [1.4e9, 1.8e9]\ntooth_mass = [3e-3, 4e-3]")}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_a_gear_mesh_described_in_toml_is_the_python_one(kind):
     text = f"""
 gravity = [0.0, 0.0, 0.0]
@@ -298,6 +303,7 @@ body_j = "g2"
 frame_j = {{ point = [0.0, 0.0, 0.0] }}
 stiffness = 2.5e8
 mu = 0.05
+{KINDS[kind][1]}
 [forces.pair]
 module = 3e-3
 teeth = [20, 40]
@@ -308,7 +314,7 @@ face_width = 0.02
 centre_distance = 0.09
 """
     mesh = mb.model_from_toml(text).force_groups[0].member(0)
-    assert type(mesh) is {"gear_mesh": mb.GearMesh, "faceted_gear_mesh": mb.FacetedGearMesh}[kind]
+    assert type(mesh) is KINDS[kind][0]
     assert mesh.pair == SPUR._replace(pressure_angle=math.radians(20.0))
     assert float(mesh.stiffness) == 2.5e8 and float(mesh.mu) == 0.05
     with pytest.raises(mb.ModelError, match=r"forces\[0\].pair: missing key 'module'"):

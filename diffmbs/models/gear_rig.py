@@ -25,11 +25,13 @@ import functools
 import math
 
 import jax.numpy as jnp
+import numpy as np
 
 import diffmbs.multibody as mb
+from diffmbs import gears
 from diffmbs.gears import GearPair, iso_6336_stiffness
 
-__all__ = ["PAIR", "gear_rig"]
+__all__ = ["PAIR", "elastic_teeth_of", "gear_rig"]
 
 PAIR = GearPair(module=3e-3, teeth=(20, 40), pressure_angle=math.radians(20.0), helix_angle=0.0,
                 shifts=(0.0, 0.0), face_width=0.02, centre_distance=0.09)  # fmt: skip
@@ -52,6 +54,26 @@ class _Brake:
         return hash(("brake", self.terms))
 
 
+def elastic_teeth_of(pair: GearPair, damping_ratio: float = 0.02) -> dict:
+    """Rigid-elastic teeth for :class:`~diffmbs.multibody.RigidElasticGearMesh`, per gear:
+    ``tooth_stiffness`` from the tooth's beam FE (:func:`~diffmbs.multibody.tooth_stiffness`),
+    ``tooth_mass`` the steel tooth's inertia about its gear's axis over r_b² (its outline, face
+    width and 7850 kg/m³) and ``tooth_damping`` at ``damping_ratio`` of critical."""
+    geometry = gears.pair_geometry(pair)
+    stiffness, mass = [], []
+    for gear in (0, 1):
+        flanks = np.asarray(gears.tooth_profile(pair, gear, 64))
+        x, y = np.concatenate([flanks[1], flanks[0][::-1]]).T
+        x1, y1 = np.roll(x, -1), np.roll(y, -1)
+        cross = x * y1 - x1 * y
+        polar = np.sum(cross * (x**2 + x * x1 + x1**2 + y**2 + y * y1 + y1**2)) / 12.0
+        mass.append(7850.0 * pair.face_width * polar / float(geometry.base_radii[gear]) ** 2)
+        stiffness.append(mb.tooth_stiffness(pair, gear))
+    stiffness, mass = np.array(stiffness), np.array(mass)
+    return {"tooth_stiffness": stiffness, "tooth_mass": mass,
+            "tooth_damping": 2.0 * damping_ratio * np.sqrt(stiffness * mass)}  # fmt: skip
+
+
 def gear_rig(
     *,
     speed: float = 50.0,
@@ -64,6 +86,7 @@ def gear_rig(
     mu: float = 0.05,
     accelerometer_radius: float = 0.05,
     mesh_points: int | None = None,
+    elastic_teeth: bool = False,
 ) -> mb.MultibodyModel:
     """The rig of the module docstring. ``speed``: the pinion's (rad/s); the brake's
     ``mean_torque`` and ``ripple_torque`` (N·m) at ``ripple_hz`` (Hz); the mesh's
@@ -71,7 +94,9 @@ def gear_rig(
     (N·s/m per pair), ``allowance`` (m, the teeth's thickness allowance in all: the backlash)
     and ``mu``; ``accelerometer_radius`` (m) of the rim point; ``mesh_points``: the teeth as
     faceted solids with that many vertices a flank
-    (:class:`~diffmbs.multibody.FacetedGearMesh`) instead of the analytic element."""
+    (:class:`~diffmbs.multibody.FacetedGearMesh`) instead of the analytic element;
+    ``elastic_teeth``: rigid-elastic teeth (:class:`~diffmbs.multibody.RigidElasticGearMesh`,
+    :func:`elastic_teeth`) whose pair stiffness in series is ``stiffness``."""
     k = float(iso_6336_stiffness(PAIR).single) * PAIR.face_width if stiffness is None else stiffness
     ratio = PAIR.teeth[0] / PAIR.teeth[1]
     b = mb.ModelBuilder(gravity=(0.0, 0.0, 0.0))
@@ -88,8 +113,13 @@ def gear_rig(
     b.add_joint("bearing", mb.Revolute(
         "ground", mb.Frame.from_axis((PAIR.centre_distance, 0, 0), z), "wheel",
         mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
-    element = (mb.GearMesh if mesh_points is None
-               else functools.partial(mb.FacetedGearMesh, points=mesh_points))  # fmt: skip
+    if elastic_teeth:
+        element = functools.partial(mb.RigidElasticGearMesh, **elastic_teeth_of(PAIR))
+        k = 1.0 / (1.0 / k - sum(1.0 / elastic_teeth_of(PAIR)["tooth_stiffness"]))
+    elif mesh_points is not None:
+        element = functools.partial(mb.FacetedGearMesh, points=mesh_points)
+    else:
+        element = mb.GearMesh
     b.add_force("mesh", element("pinion", mb.Frame((0, 0, 0)), "wheel", mb.Frame((0, 0, 0)), PAIR,
                                 k, damping=damping, mu=mu, allowance=allowance))  # fmt: skip
     b.add_force("brake", mb.AppliedTorque("wheel", _Brake(mean_torque, ripple_torque, ripple_hz)))

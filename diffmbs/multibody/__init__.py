@@ -37,6 +37,7 @@ from diffmbs.multibody._forces import (
     Wrench,
 )
 from diffmbs.multibody._gear_facets import FacetedGearMesh, tooth_depth
+from diffmbs.multibody._gear_teeth import RigidElasticGearMesh, tooth_stiffness
 from diffmbs.multibody._gears import AbstractGearMesh, GearMesh
 from diffmbs.multibody._joints import (
     AbstractJoint,
@@ -127,6 +128,7 @@ __all__ = [
     "Prismatic",
     "Revolute",
     "RevoluteClearance",
+    "RigidElasticGearMesh",
     "RigidBody",
     "RotationalSpringDamper",
     "SingularConfigurationError",
@@ -139,6 +141,7 @@ __all__ = [
     "Universal",
     "Wrench",
     "tooth_depth",
+    "tooth_stiffness",
     "assemble",
     "check_configuration",
     "consistent_velocities",

@@ -33,7 +33,7 @@ names, listed in :data:`JOINT_TYPES`, :data:`FORCE_TYPES`, :data:`SENSOR_TYPES`)
 A prescribed joint's ``motion`` is a table ``{ type = "constant_rate", start = 0, rate = 6.28 }``
 (or ``"harmonic"``); a contact's ``friction`` is ``{ type = "coulomb", mu = 0.1 }`` (or
 ``"stribeck"``, ``"bristle"``: :data:`FRICTION_TYPES`, the arguments of the law's class); a
-``gear_mesh``'s (or ``faceted_gear_mesh``'s) ``pair`` is a table of
+``gear_mesh``'s (``faceted_gear_mesh``'s, ``rigid_elastic_gear_mesh``'s) ``pair`` is a table of
 :class:`~diffmbs.gears.GearPair`'s fields, its angles in
 radians or as ``pressure_angle_deg``, ``helix_angle_deg``.
 User functions (nonlinear laws, applied loads) cannot be described in data; add them with the
@@ -58,6 +58,7 @@ from diffmbs.multibody._clearance import RevoluteClearance, TranslationalClearan
 from diffmbs.multibody._contact import PointPlane, SpherePlane, SphereSphere
 from diffmbs.multibody._forces import Bushing, LengthStops, RotationalSpringDamper, SpringDamper
 from diffmbs.multibody._gear_facets import FacetedGearMesh
+from diffmbs.multibody._gear_teeth import RigidElasticGearMesh
 from diffmbs.multibody._gears import GearMesh
 from diffmbs.multibody._joints import (
     ConstantRate,
@@ -119,6 +120,7 @@ FORCE_TYPES: dict[str, type] = {
     "translational_clearance": TranslationalClearance,
     "gear_mesh": GearMesh,
     "faceted_gear_mesh": FacetedGearMesh,
+    "rigid_elastic_gear_mesh": RigidElasticGearMesh,
 }
 SENSOR_TYPES: dict[str, type] = {
     "point_position": PointPosition,

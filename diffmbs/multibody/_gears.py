@@ -166,8 +166,8 @@ class AbstractGearMesh(AbstractForceElement):
         relative = velocity_at(ki, pitch_point) - velocity_at(kj, pitch_point)
         y = ((jnp.arange(self.slices) + 0.5) / self.slices - 0.5) * p.face_width
         sign = jnp.array([[1.0], [-1.0]])
-        first = _wrap(approach + r_b1 * (sign * phi_1 + half_tooth) + sign * y * tan_helix,
-                      pitch)  # (2, slices)  # fmt: skip
+        ahead = approach + r_b1 * (sign * phi_1 + half_tooth) + sign * y * tan_helix
+        first = _wrap(ahead, pitch)  # (2, slices)
         return _Mesh(
             xi=first[..., None] + pitch * (jnp.arange(self.pairs) - 1.0),
             depth=jnp.stack([deviation, -deviation]) - 0.5 * clearance,
@@ -177,6 +177,8 @@ class AbstractGearMesh(AbstractForceElement):
             ratio=g.contact_ratio, pitch=pitch, centre=origin_1, across=e, distance=a,
             axial=axial, angles=jnp.stack([phi_1, phi_2]), slice_positions=y,
             tan_helix=tan_helix, base_radii=g.base_radii,
+            wrapped=jnp.round((first - ahead) / pitch),
+            phase=jnp.round((s - deviation) / pitch),
         )  # fmt: skip
 
     def _stiffness(self, mesh: _Mesh, xi: Array | None = None) -> Array:
@@ -186,6 +188,14 @@ class AbstractGearMesh(AbstractForceElement):
         kappa = 0.75 * (mesh.ratio - 1.0) / mesh.ratio
         shape = 1.0 - kappa * (2.0 * xi / mesh.path - 1.0) ** 2
         return self.stiffness / self.slices * shape
+
+    def _window(self, mesh: _Mesh) -> Array:
+        """The load's share at each pair: 1 inside the path, 0 outside, ramping over
+        ``ramp`` × the base pitch centred on each end (2 % to 98 %), so the window's integral,
+        and the mean mesh stiffness, are the path's."""
+        scale = 0.25 * self.ramp * mesh.pitch
+        xi, path = mesh.xi, mesh.path
+        return 0.25 * ((1.0 + jnp.tanh(xi / scale)) * (1.0 + jnp.tanh((path - xi) / scale)))
 
     def _contact_loads(self, depth: Array, rate: Array, stiffness: Array) -> Array:
         """Pair loads (N, ≥ 0, unwindowed) at the closures ``depth`` (m) and their rates (m/s)
@@ -219,14 +229,6 @@ class AbstractGearMesh(AbstractForceElement):
 class GearMesh(AbstractGearMesh):
     """The analytic mesh (module docstring): the pairs' closure from the gears' angles, each
     pair's load windowed along the path of contact. Fields: :class:`AbstractGearMesh`."""
-
-    def _window(self, mesh: _Mesh) -> Array:
-        """The load's share at each pair: 1 inside the path, 0 outside, ramping over
-        ``ramp`` × the base pitch centred on each end (2 % to 98 %), so the window's integral,
-        and the mean mesh stiffness, are the path's."""
-        scale = 0.25 * self.ramp * mesh.pitch
-        xi, path = mesh.xi, mesh.path
-        return 0.25 * ((1.0 + jnp.tanh(xi / scale)) * (1.0 + jnp.tanh((path - xi) / scale)))
 
     def _pair_loads(self, mesh: _Mesh) -> Array:
         """Each pair's load (N) along its flank, ``(2, slices, pairs)``."""
@@ -276,6 +278,8 @@ class _Mesh(NamedTuple):
     slice_positions: Array  # (slices,): y across the face (m)
     tan_helix: float  # tan β_b, signed by the hand
     base_radii: Array  # (2,)
+    wrapped: Array  # (2, slices): base pitches taken off gear 1's tooth 0 to place pair 1
+    phase: Array  # the base pitches the gears stand from the centred mesh (Δ's wrapped turns)
 
 def velocity_at(k: BodyKinematics, points: Array) -> Array:
     """World velocity of body ``k``'s material points at the world ``points`` (..., 3) m/s."""
