@@ -28,6 +28,7 @@ power: :class:`~diffmbs.multibody.GearMesh`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -97,11 +98,14 @@ def ship_gearbox(
     slices: int = 8,
     ramp_s: float = 1.0,
     initial_speed: float = 0.0,
+    mesh_points: int | None = None,
 ) -> mb.MultibodyModel:
     """The gearbox of the module docstring. ``mu``: the teeth's friction; ``damping`` (N·s/m
     per tooth pair); ``stiffness``: a tooth pair's largest (N/m per helix; default ISO 6336's
     ``c' b``); ``slices`` across each helix; ``ramp_s``: the engine's torque entering (s);
-    ``initial_speed``: the pinion's at the start (rad/s; the wheel's follows the ratio)."""
+    ``initial_speed``: the pinion's at the start (rad/s; the wheel's follows the ratio);
+    ``mesh_points``: faceted teeth with that many vertices a flank
+    (:class:`~diffmbs.multibody.FacetedGearMesh`) instead of the analytic element."""
     k = float(iso_6336_stiffness(PAIR).single) * PAIR.face_width if stiffness is None else stiffness
     ratio = PAIR.teeth[0] / PAIR.teeth[1]
     b = mb.ModelBuilder(gravity=(0.0, -9.81, 0.0))
@@ -118,11 +122,13 @@ def ship_gearbox(
     b.add_joint("wheel_bearing", mb.Revolute(
         "ground", mb.Frame.from_axis((PAIR.centre_distance, 0, 0), z), "wheel",
         mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
+    element = (mb.GearMesh if mesh_points is None
+               else functools.partial(mb.FacetedGearMesh, points=mesh_points))  # fmt: skip
     for name, side, hand in (("mesh_left", -0.1, 1.0), ("mesh_right", 0.1, -1.0)):
         helix = PAIR._replace(helix_angle=hand * PAIR.helix_angle)
-        b.add_force(name, mb.GearMesh("pinion", mb.Frame((0.0, 0.0, side)), "wheel",
-                                      mb.Frame((0.0, 0.0, side)), helix, k, damping=damping,
-                                      mu=mu, slices=slices))  # fmt: skip
+        b.add_force(name, element("pinion", mb.Frame((0.0, 0.0, side)), "wheel",
+                                  mb.Frame((0.0, 0.0, side)), helix, k, damping=damping, mu=mu,
+                                  slices=slices))  # fmt: skip
     b.add_force("engine", mb.AppliedTorque("pinion", _Engine(ramp_s)))
     b.add_force("propeller", mb.AppliedTorque("wheel", _propeller))
     b.add_sensor("pinion_speed", mb.BodyAngularVelocity("pinion"))
