@@ -24,8 +24,9 @@ of gear 1 in the space between gear 2's teeth −1 and 0).
 
 With massless, infinitely stiff teeth the element is :class:`~diffmbs.multibody.GearMesh`; with
 the contact stiffness ``k_c`` and the teeth's ``k_t1, k_t2`` in series a pair is as stiff as
-``1/(1/k_c + 1/k_t1 + 1/k_t2)``. Not in :meth:`potential_energy`: the teeth's own elastic and
-kinetic energy (states, not coordinates of the bodies).
+``1/(1/k_c + 1/k_t1 + 1/k_t2)``. :meth:`potential_energy` is zero: the contacts' and the
+teeth's energies depend on the teeth's states, not on the bodies' coordinates alone (an energy
+sensor of the model leaves them out).
 """
 
 from __future__ import annotations
