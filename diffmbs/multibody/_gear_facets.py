@@ -164,14 +164,16 @@ class FacetedGearMesh(AbstractGearMesh):
 
     def _loads(self, ki, kj):
         mesh = self._mesh(ki, kj)
-        closure, points, directions = self._contacts(mesh)
-        rate = jnp.sum((velocity_at(ki, points) - velocity_at(kj, points)) * directions, -1)
-        load = self._contact_loads(closure, rate, self._stiffness(mesh, self._place(mesh, points)))
+        closure, contact_points, directions = self._contacts(mesh)
+        closing = velocity_at(ki, contact_points) - velocity_at(kj, contact_points)
+        rate = jnp.sum(closing * directions, -1)
+        stiffness = self._stiffness(mesh, self._place(mesh, contact_points))
+        load = self._contact_loads(closure, rate, stiffness)
         flanks = jnp.sum(load, axis=(0, 2))
         transverse = directions - jnp.sum(directions * mesh.axis, -1, keepdims=True) * mesh.axis
         tangents = jnp.cross(mesh.axis, transverse)
-        friction, power = self._friction(ki, kj, points, tangents, load)
-        force, torque = resultant(load[..., None] * directions + friction, points,
+        friction, power = self._friction(ki, kj, contact_points, tangents, load)
+        force, torque = resultant(load[..., None] * directions + friction, contact_points,
                                   mesh.pitch_point)  # fmt: skip
         wrench = pair_wrench(force, mesh.pitch_point, torque)
         return wrench, flanks, mesh.deviation, power, jnp.sum(load * rate)
