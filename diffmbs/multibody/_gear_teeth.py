@@ -41,8 +41,8 @@ from jaxtyping import Array
 from diffmbs.flex import BeamModel, Material, RectangularSection
 from diffmbs.gears import GearPair, involute, pair_geometry
 from diffmbs.multibody._bodies import as_float_array
-from diffmbs.multibody._forces import Wrench, pair_wrench
-from diffmbs.multibody._gears import AbstractGearMesh, _Mesh, resultant
+from diffmbs.multibody._forces import Wrench
+from diffmbs.multibody._gears import AbstractGearMesh, _Mesh, _output
 from diffmbs.parameters import check_physical_value
 
 __all__ = ["RigidElasticGearMesh", "tooth_stiffness"]
@@ -166,13 +166,7 @@ class RigidElasticGearMesh(AbstractGearMesh):
         held = k_t * u + c_t * w  # what each tooth's spring–damper passes to its gear
         rates = jnp.concatenate([w, (pushed - held) / m_t])
         # the gears: the loads without their moments about each gear's axis, and the teeth's
-        points = mesh.pitch_point + (mesh.xi - mesh.approach)[..., None] * mesh.transverse[
-            :, None, None, :]  # fmt: skip
-        tangents = jnp.cross(mesh.axis, mesh.transverse)[:, None, None, :]
-        friction, power = self._friction(ki, kj, points, tangents, load)
-        force, torque = resultant(friction, points, mesh.pitch_point)
-        normal = flanks @ mesh.normals  # on gear 2, through the pitch point
-        wrench = pair_wrench(force + normal, mesh.pitch_point, torque)
+        wrench, power = self._path_wrench(ki, kj, mesh, load, flanks)
         radii = mesh.base_radii
         turning = jnp.stack([  # the normal loads' moments about each gear's axis (its +φ)
             -radii[0] * (flanks[0] - flanks[1]), -radii[1] * (flanks[0] - flanks[1])])
@@ -190,6 +184,5 @@ class RigidElasticGearMesh(AbstractGearMesh):
         return wrench, flanks, deviation, power, absorbed
 
     def output_at(self, t, state, ki, kj) -> Array:
-        _, (flanks, deviation, power, absorbed), _ = self._state_loads(state, ki, kj)
-        return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
+        return _output(*self._state_loads(state, ki, kj)[1])
 

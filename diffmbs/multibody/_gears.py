@@ -205,6 +205,18 @@ class AbstractGearMesh(AbstractForceElement):
         damper = self.damping / self.slices * rate * jax.nn.sigmoid(depth / eps)
         return selection.maximum(spring + damper, 0.0)
 
+    def _path_wrench(self, ki, kj, mesh: _Mesh, load: Array, flanks: Array
+                     ) -> tuple[Wrench, Array]:  # fmt: skip
+        """The pairs' ``load`` ``(2, slices, pairs)`` on the path of contact as loads on the
+        gears: the flanks' sums ``flanks`` along their lines of action through the pitch point,
+        friction at each pair's place on its line; ``(wrench, friction's power loss W)``."""
+        points = mesh.pitch_point + (mesh.xi - mesh.approach)[..., None] * mesh.transverse[
+            :, None, None, :]  # fmt: skip
+        tangents = jnp.cross(mesh.axis, mesh.transverse)[:, None, None, :]
+        friction, power = self._friction(ki, kj, points, tangents, load)
+        force, torque = resultant(friction, points, mesh.pitch_point)
+        return pair_wrench(force + flanks @ mesh.normals, mesh.pitch_point, torque), power
+
     @abc.abstractmethod
     def _loads(self, ki, kj) -> tuple[Wrench, Array, Array, Array, Array]:
         """``(wrench, flanks' loads (2,) N, Δ m, friction's power loss W, the loads' power into
@@ -214,8 +226,7 @@ class AbstractGearMesh(AbstractForceElement):
         return self._loads(ki, kj)[0]
 
     def output(self, t, ki, kj) -> Array:
-        _, flanks, deviation, power, absorbed = self._loads(ki, kj)
-        return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
+        return _output(*self._loads(ki, kj)[1:])
 
     def _friction(self, ki, kj, points: Array, tangents: Array, load: Array) -> tuple[Array, Array]:
         """Friction ``μ load tanh(v_s / sliding_speed)`` at the contact ``points`` (..., 3) m
@@ -239,14 +250,7 @@ class GearMesh(AbstractGearMesh):
         mesh = self._mesh(ki, kj)
         load = self._pair_loads(mesh)
         flanks = jnp.sum(load, axis=(1, 2))
-        force = flanks @ mesh.normals  # on gear 2
-        # friction at each pair's contact point, on its flank's line of action
-        points = mesh.pitch_point + (mesh.xi - mesh.approach)[..., None] * mesh.transverse[
-            :, None, None, :]  # fmt: skip
-        tangents = jnp.cross(mesh.axis, mesh.transverse)[:, None, None, :]
-        friction, power = self._friction(ki, kj, points, tangents, load)
-        force, torque = resultant(friction, points, mesh.pitch_point)
-        wrench = pair_wrench(force + flanks @ mesh.normals, mesh.pitch_point, torque)
+        wrench, power = self._path_wrench(ki, kj, mesh, load, flanks)
         return wrench, flanks, mesh.deviation, power, flanks @ mesh.rate
 
     def potential_energy(self, t, ki, kj) -> Array:
@@ -280,6 +284,11 @@ class _Mesh(NamedTuple):
     base_radii: Array  # (2,)
     wrapped: Array  # (2, slices): base pitches taken off gear 1's tooth 0 to place pair 1
     phase: Array  # the base pitches the gears stand from the centred mesh (Δ's wrapped turns)
+
+def _output(flanks: Array, deviation: Array, power: Array, absorbed: Array) -> Array:
+    """A mesh's ``(4,)`` output (module docstring) from its loads' parts."""
+    return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
+
 
 def velocity_at(k: BodyKinematics, points: Array) -> Array:
     """World velocity of body ``k``'s material points at the world ``points`` (..., 3) m/s."""
