@@ -114,8 +114,9 @@ def gear_rig(
         "ground", mb.Frame.from_axis((PAIR.centre_distance, 0, 0), z), "wheel",
         mb.Frame.from_axis((0, 0, 0), z)))  # fmt: skip
     if elastic_teeth:
-        element = functools.partial(mb.RigidElasticGearMesh, **elastic_teeth_of(PAIR))
-        k = 1.0 / (1.0 / k - sum(1.0 / elastic_teeth_of(PAIR)["tooth_stiffness"]))
+        teeth = elastic_teeth_of(PAIR)  # the teeth's FE, once
+        element = functools.partial(mb.RigidElasticGearMesh, **teeth)
+        k = 1.0 / (1.0 / k - sum(1.0 / teeth["tooth_stiffness"]))
     elif mesh_points is not None:
         element = functools.partial(mb.FacetedGearMesh, points=mesh_points)
     else:
