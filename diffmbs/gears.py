@@ -24,7 +24,9 @@ coefficients ``x₁, x₂``, the face width ``b`` and the working centre distanc
 * stiffness, ISO 6336-1 method B: the theoretical single stiffness ``c'_th = 1/q'`` with
   ``q' = C₁ + C₂/z_n1 + C₃/z_n2 + C₄ x₁ + C₅ x₁/z_n1 + C₆ x₂ + C₇ x₂/z_n2 + C₈ x₁² + C₉ x₂²``
   (mm·µm/N, virtual teeth ``z_n = z / (cos² β_b cos β)``), the single stiffness
-  ``c' = c'_th C_M C_R C_B cos β`` (``C_M = 0.8``, ``C_R = 1`` for solid gears,
+  ``c' = c'_th C_M C_R C_B cos β`` (``C_M = 0.8``; the gear blank factor ``C_R = 1`` for solid
+  gears and ``C_R = 1 + ln(b_s/b) / (5 exp(s_R / (5 m_n)))`` for a rimmed gear of web thickness
+  ``b_s`` and rim thickness ``s_R``, with ``b_s/b`` held to [0.2, 1.2] and ``s_R/m_n`` to ≥ 1;
   ``C_B = (1 + 0.5 (1.2 − h_fP/m_n)) (1 − 0.02 (20° − α_n))``) and the mesh stiffness
   ``c_γα = c' (0.75 ε_α + 0.25)``, ``c_γβ = 0.85 c_γα`` — per unit face width, N/(mm·µm),
   so ``c_γα · b`` is the mesh's mean stiffness along the line of action (1 N/(mm·µm) =
@@ -52,6 +54,7 @@ __all__ = [
     "GearPairGeometry",
     "MeshStiffness",
     "backlash",
+    "gear_blank_factor",
     "involute",
     "iso_6336_stiffness",
     "pair_geometry",
@@ -184,11 +187,30 @@ class MeshStiffness(NamedTuple):
     mesh_helix: Array  # c_γβ = 0.85 c_γα
 
 
-def iso_6336_stiffness(pair: GearPair, *, solid: bool = True) -> MeshStiffness:
-    """ISO 6336-1 method B (module docstring) for solid gears of steel (``solid=False``
-    raises: C_R of rimmed gears is not implemented)."""
-    if not solid:
-        raise NotImplementedError("iso_6336_stiffness: only solid gears (C_R = 1)")
+def gear_blank_factor(pair: GearPair, web_thickness: float, rim_thickness: float) -> float:
+    """ISO 6336-1's gear blank factor C_R = 1 + ln(b_s/b) / (5 exp(s_R / (5 m_n))) of a rimmed
+    gear, web thickness b_s and rim thickness s_R (m); b_s/b is held to [0.2, 1.2] and s_R/m_n
+    to ≥ 1, as the standard says (a web as wide as the face gives 1, the solid gear's)."""
+    for name, value in (("web_thickness", web_thickness), ("rim_thickness", rim_thickness)):
+        if not value > 0.0:
+            raise ValueError(f"gear_blank_factor: {name} must be > 0 (m), got {value}")
+    web = min(max(web_thickness / pair.face_width, 0.2), 1.2)
+    rim = max(rim_thickness / pair.module, 1.0)
+    return 1.0 + math.log(web) / (5.0 * math.exp(rim / 5.0))
+
+
+def iso_6336_stiffness(pair: GearPair, *, web_thickness: float | None = None,
+                       rim_thickness: float | None = None) -> MeshStiffness:  # fmt: skip
+    """ISO 6336-1 method B (module docstring) for gears of steel. Solid gears by default; for a
+    rimmed gear (usually the wheel) give its ``web_thickness`` b_s and ``rim_thickness`` s_R (m,
+    s_R radially from the root circle to the rim's bore), which set the gear blank factor C_R
+    of the pair (:func:`gear_blank_factor`)."""
+    blank = 1.0
+    if web_thickness is not None or rim_thickness is not None:
+        if web_thickness is None or rim_thickness is None:
+            raise ValueError("iso_6336_stiffness: a rimmed gear needs both web_thickness and "
+                             "rim_thickness (m); give neither for solid gears")  # fmt: skip
+        blank = gear_blank_factor(pair, web_thickness, rim_thickness)
     g = pair_geometry(pair)
     zn1, zn2 = g.virtual_teeth[0], g.virtual_teeth[1]
     x1, x2 = pair.shifts
@@ -198,7 +220,7 @@ def iso_6336_stiffness(pair: GearPair, *, solid: bool = True) -> MeshStiffness:
     theoretical = 1.0 / q
     c_b = ((1.0 + 0.5 * (1.2 - pair.dedendum))
            * (1.0 - 0.02 * (20.0 - math.degrees(pair.pressure_angle))))  # fmt: skip
-    single = theoretical * 0.8 * 1.0 * c_b * math.cos(pair.helix_angle)
+    single = theoretical * 0.8 * blank * c_b * math.cos(pair.helix_angle)
     mesh = single * (0.75 * g.contact_ratio + 0.25)
     return MeshStiffness(*(_N_PER_MM_UM * s for s in (theoretical, single, mesh, 0.85 * mesh)))
 

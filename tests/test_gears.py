@@ -43,6 +43,29 @@ def test_iso_6336_30_example_1_stiffness():
     np.testing.assert_allclose(stiffness[2:], [17.4648, 14.8451], rtol=3e-4)
 
 
+def test_gear_blank_factor_of_a_rimmed_wheel():
+    """ISO 6336-1's C_R = 1 + ln(b_s/b) / (5 e^{s_R/(5 m_n)}), b_s/b held to [0.2, 1.2] and s_R/m_n
+    to ≥ 1, on example 1's pair: it scales c' (and the mesh stiffnesses), not c'_th."""
+    pair = gears.GearPair(8e-3, (17, 103), 20 * DEG, 15.8 * DEG, (0.145, 0.0), 0.1, 0.5,
+                          dedendum=1.4)  # fmt: skip
+    solid = np.asarray(gears.iso_6336_stiffness(pair))
+    # b_s = 30 mm, s_R = 24 mm: 1 + ln 0.3 / (5 e^0.6) = 0.8678…
+    rimmed = np.asarray(gears.iso_6336_stiffness(pair, web_thickness=0.03, rim_thickness=0.024))
+    expected = 1.0 + math.log(0.3) / (5.0 * math.exp(0.6))
+    np.testing.assert_allclose(rimmed[1:] / solid[1:], expected, rtol=1e-12)
+    assert rimmed[0] == solid[0] and 0.8678 < expected < 0.8679
+    # the bounds: a web thinner than 0.2 b, a rim thinner than m_n, a web wider than 1.2 b
+    bounded = [(0.01, 0.002, 0.2, 1.0), (0.05, 0.004, 0.5, 1.0), (0.15, 0.05, 1.2, 6.25)]
+    for web, rim, ratio, rim_modules in bounded:
+        c_r = gears.gear_blank_factor(pair, web, rim)
+        assert c_r == pytest.approx(1.0 + math.log(ratio) / (5.0 * math.exp(rim_modules / 5.0)))
+    assert gears.gear_blank_factor(pair, 0.1, 0.05) == 1.0  # a web as wide as the face
+    with pytest.raises(ValueError, match="rim_thickness"):
+        gears.iso_6336_stiffness(pair, web_thickness=0.03)
+    with pytest.raises(ValueError, match="web_thickness must be > 0"):
+        gears.gear_blank_factor(pair, 0.0, 0.02)
+
+
 def _zero_backlash_distance(pair):
     """The centre distance of no backlash: inv α_wt = inv α_t + 2 tan α_n (x₁+x₂)/(z₁+z₂)."""
     alpha_t = math.atan(math.tan(pair.pressure_angle) / math.cos(pair.helix_angle))
