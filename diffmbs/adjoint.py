@@ -97,7 +97,7 @@ class DiscreteAdjoint(eqx.Module):
         ``"stages"`` (see the class docstring)."""
         n_state = jax.flatten_util.ravel_pytree(y0)[0].shape[0]
         if n_state <= self.jacobian_max_state and (
-            len(eqx.filter_make_jaxpr(vector_field)(t0, y0, args)[0].eqns)
+            _equations(eqx.filter_make_jaxpr(vector_field)(t0, y0, args)[0])
             <= self.jacobian_max_equations
         ):
             return "jacobians"
@@ -105,6 +105,15 @@ class DiscreteAdjoint(eqx.Module):
         if max_steps * n_dense * n_state <= self.stage_store_max_floats:
             return "stored stages"
         return "stages"
+
+
+def _equations(jaxpr) -> int:
+    """The top-level equations of a vector field's jaxpr, looking through the one call a
+    jitted vector field is."""
+    eqns = jaxpr.eqns
+    while len(eqns) == 1 and eqns[0].primitive.name in ("jit", "pjit"):
+        eqns = eqns[0].params["jaxpr"].jaxpr.eqns
+    return len(eqns)
 
 
 def _zeros_like_tree(tree: PyTree) -> PyTree:

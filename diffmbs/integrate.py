@@ -219,6 +219,11 @@ class Solution(eqx.Module):
 # --------------------------------------------------------------------------- internals
 
 
+# The solver calls the vector field some twenty times while tracing one simulation (the first
+# step's size, each Runge–Kutta stage, the adjoint's passes) and each call would trace the
+# model again; jitted, it is traced once per input structure and every call reuses the jaxpr
+# (XLA inlines the calls: the compiled program is the same). Likewise the step projection.
+@eqx.filter_jit
 def _vector_field(t, y, args):
     system, baumgarte, kkt_solver = args
     q, v, *internal = y  # (q, v) or (q, v, z)
@@ -237,6 +242,7 @@ def _batch_vector_field(t, y, args):
     return eqx.filter_vmap(one, in_axes=(system_axes, 0))(system, y)
 
 
+@eqx.filter_jit
 def _project_step(t, y, args):
     system, _, kkt_solver = args
     q, v, *internal = y
