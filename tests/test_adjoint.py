@@ -146,6 +146,11 @@ def test_backward_path_choice():
 
     assert path(DiscreteAdjoint()) == "jacobians"
     assert path(DiscreteAdjoint(jacobian_max_equations=1)) == "stored stages"
+    # a jitted vector field (as simulate's) is one call: its equations are counted inside it
+    jitted = eqx.filter_jit(field)
+    for limit, expected in ((1, "stored stages"), (400, "jacobians")):
+        adjoint = DiscreteAdjoint(jacobian_max_equations=limit)
+        assert adjoint.backward_path(jitted, diffrax.Tsit5(), 0.0, y0, model, 1000) == expected
     assert path(SEQUENTIAL) == "stored stages"
     assert path(SEQUENTIAL, max_steps=2**25 // 18) == "stored stages"  # 7 stages + 2, 2 states
     assert path(SEQUENTIAL, max_steps=2**25 // 18 + 1) == "stages"
