@@ -285,6 +285,7 @@ class _Mesh(NamedTuple):
     wrapped: Array  # (2, slices): base pitches taken off gear 1's tooth 0 to place pair 1
     phase: Array  # the base pitches the gears stand from the centred mesh (Δ's wrapped turns)
 
+
 def _output(flanks: Array, deviation: Array, power: Array, absorbed: Array) -> Array:
     """A mesh's ``(4,)`` output (module docstring) from its loads' parts."""
     return jnp.stack([flanks[0] - flanks[1], deviation, power, absorbed])
