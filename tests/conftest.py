@@ -1,6 +1,6 @@
 """The test session opts in to diffmbs's global settings (float64, XLA CPU options), as a
 program using diffmbs does once at its start (``import diffmbs`` alone changes nothing); it
-shares compiled programs between workers through a persistent cache, and keeps each worker
+shares small compiled programs between workers through a persistent cache, and keeps each worker
 below the kernel's limit on memory regions (``diffmbs._settings.MAX_MEMORY_REGIONS``)."""
 
 import os
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 # One persistent XLA compilation cache for the session's workers and the processes they start
-# (set before JAX is imported: it reads these at import). Many tests compile the same programs
-# (the lumped machine's simulation, a fit's loss and Jacobian) in different processes; a fresh
-# checkout starts with it empty, and `make clean` removes it.
+# (set before JAX is imported: it reads these at import); a fresh checkout starts with it empty,
+# and `make clean` removes it. It holds the smaller programs only: JAX stores no program with a
+# host callback, and every simulation has one (diffrax's check of its save times), so a
+# simulation, a fit's loss or its Jacobian is compiled again in each process (ARCHITECTURE.md).
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR", str(Path(__file__).resolve().parents[1] / "build" / "jax-cache")
 )
