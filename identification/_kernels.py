@@ -31,6 +31,7 @@ __all__ = [
     "anonymous",
     "kernel_arguments",
     "evaluate_kernel",
+    "residual_rows_kernel",
     "residuals_jacobian_kernel",
     "sum_squares_batch_kernel",
     "sum_squares_grad_kernel",
@@ -77,6 +78,13 @@ def residuals_jacobian_kernel(
     differentiate = jax.jacfwd if mode == "fwd" else jax.jacrev
     jac, r = differentiate(lambda v: (_residuals(experiment, paths, v),) * 2, has_aux=True)(values)
     return r, jac
+
+
+@eqx.filter_jit
+def residual_rows_kernel(experiment: AbstractExperiment, paths: Paths, rows: Array) -> Array:
+    """The residuals ``(n, m_e)`` at each row of parameter values ``rows`` ``(n, p_e)``, in one
+    ``jax.vmap`` (lockstep integration): the runs of a Jacobian by differences."""
+    return jax.vmap(lambda v: _residuals(experiment, paths, v))(rows)
 
 
 @eqx.filter_jit

@@ -27,8 +27,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from diffmbs.io import atomic_write, write_csv_atomic
-from identification._kernels import residuals_jacobian_kernel
-from identification._problem import Problem, experiment_blocks
+from identification._kernels import residual_rows_kernel, residuals_jacobian_kernel
+from identification._problem import (
+    Problem,
+    central_differences,
+    difference_rows,
+    experiment_blocks,
+)
 
 __all__ = ["band_sensitivity", "save_identifiability", "save_sensitivity", "srs_sensitivity"]
 
@@ -64,12 +69,23 @@ def srs_sensitivity(
         block = None if jacobian is None else _rescaled(
             np.asarray(jacobian)[problem.residual_slices[name]], e, values, slopes, indices)
         if block is None:
-            _, jac = residuals_jacobian_kernel(_unweighted(e), paths, values[indices],
-                                               problem.jac)  # fmt: skip
-            block = np.zeros((jac.shape[0], problem.n_parameters))
-            block[:, indices] = np.asarray(jac) * values[indices]
+            block = _log_sensitivities(problem, _unweighted(e), paths, values[indices])
+            block_all = np.zeros((block.shape[0], problem.n_parameters))
+            block_all[:, indices] = block
+            block = block_all
         out[name] = block if e.in_db else block * getattr(e, "scale", 1.0)
     return out
+
+
+def _log_sensitivities(problem, experiment, paths, values) -> np.ndarray:
+    """``∂r/∂ ln θ`` ``(m_e, p_e)`` of one experiment at its parameters' ``values``: forward or
+    reverse mode, or central differences over ``θ e^(±difference_step)``."""
+    if problem.jac == "differences":
+        h = problem.difference_step
+        rows = values * np.exp(np.asarray(difference_rows(jnp.zeros(len(values)), h)))
+        return np.asarray(central_differences(residual_rows_kernel(experiment, paths, rows), h)[1])
+    _, jac = residuals_jacobian_kernel(experiment, paths, values, problem.jac)
+    return np.asarray(jac) * values
 
 
 def _rescaled(jac_z, experiment, values, slopes, indices) -> np.ndarray | None:

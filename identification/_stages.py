@@ -61,7 +61,8 @@ def in_stage(problem: Problem, stage: Stage) -> Problem:
         e.in_stage(stage.band_hz, stage.until_s) if isinstance(e, TimeHistoryExperiment) else e
         for e in problem.experiments
     ]
-    return Problem(problem.space, experiments, jac=problem.jac)
+    return Problem(problem.space, experiments, jac=problem.jac,
+                   difference_step=problem.difference_step)
 
 
 def _checked(stages: Sequence[Stage | tuple], names: tuple[str, ...]) -> list[Stage]:

@@ -72,6 +72,10 @@ def test_demo_job_loads_with_per_test_models():
             'sensor = "equipment_acceleration"\nderivatives = "exact"',
             r"^simulation\.derivatives: 'exact' is not one of steps, controlled$",
         ),
+        ("[srs]", '[fit]\njacobian = "fd"\n[srs]',
+         r"^fit\.jacobian: 'fd' is not one of exact, differences$"),
+        ("[srs]", "[fit]\ndifference_step = 0.0\n[srs]",
+         r"^fit\.difference_step: must be in \(0, 1\)"),
         # Model options out of their physical range name the option, not a later symptom.
         (
             "channel_hz = 60.0",

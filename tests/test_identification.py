@@ -532,6 +532,65 @@ def test_tests_of_one_structure_share_compiled_kernels_and_their_jacobian_is_exa
     np.testing.assert_allclose(batched, singles, rtol=1e-12)
 
 
+def test_a_jacobian_by_differences_is_the_slope_over_its_step():
+    """``jac="differences"``: the compiled Jacobian (each test's runs in one vmap, in its own
+    parameters) equals central differences over ``±difference_step`` in z of the whole
+    problem's residuals, taken here one run at a time; on this smooth problem it is within
+    O(h²) of the exact Jacobian; the loss gradient and the sensitivities use the same slopes."""
+    from identification._problem import residuals_and_jacobian
+
+    h = 0.02
+    problem = joint_resonance_problem("differences")
+    problem = idf.Problem(problem.space, problem.experiments, jac="differences", difference_step=h)
+    z = np.asarray(problem.initial_z) + np.array([0.1, -0.05, 0.08, 0.02, 0.3])
+    r, jac_matrix = residuals_and_jacobian(problem, z)
+    residuals = jax.jit(lambda z_: problem.residuals(z_))
+    np.testing.assert_allclose(r, residuals(z), rtol=1e-12, atol=1e-12)
+    steps = [(residuals(z + h * e) - residuals(z - h * e)) / (2 * h) for e in np.eye(len(z))]
+    np.testing.assert_allclose(jac_matrix, np.column_stack(steps), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(problem.jacobian(z), jac_matrix, rtol=1e-10, atol=1e-10)
+    exact = np.asarray(joint_resonance_problem("fwd").jacobian(z))
+    scale = np.abs(exact).max()
+    assert 1e-5 * scale < np.abs(jac_matrix - exact).max() < 2e-2 * scale  # O(h²), not exact
+    _, grad = idf._problem.loss_and_grad(problem, z)
+    np.testing.assert_allclose(grad, 2 * np.asarray(jac_matrix).T @ np.asarray(r) / r.shape[0],
+                               rtol=1e-12)  # fmt: skip
+    with pytest.raises(ValueError, match="difference_step must be in"):
+        idf.Problem(problem.space, problem.experiments, jac="differences", difference_step=1.5)
+
+
+def test_a_jacobian_by_differences_follows_the_trend_of_a_rough_misfit():
+    """A spectrum with a fine ripple in fn (1 %, period 0.03 % in ln fn): its exact slope swings
+    with the ripple by up to 1,700 dB per unit ln fn, 5 times the smooth spectrum's largest;
+    the slope over ±2 % in ln fn is the smooth spectrum's (a separate problem without the
+    ripple) to within the ripple's swing over the step, 20 log10(1.01/0.99) / 0.04 = 4.3 dB
+    per unit ln fn at most (closed form)."""
+    amplitude, h = 1e-2, 0.02
+
+    def rippled(m):
+        return resonance_predict(m) * (1.0 + amplitude * jnp.sin(2e4 * jnp.log(m.fn)))
+
+    z = jnp.asarray([np.log(2.0), np.log(118.0), 0.0])
+    space = idf.ParameterSpace([
+        idf.Parameter("amplitude", "amplitude", 0.1, 10.0, 1.0, "log"),
+        idf.Parameter("fn", "fn", 20.0, 500.0, 118.0, "log"),
+        idf.Parameter("zeta", "zeta", 0.01, 0.5, 0.08, "linear"),
+    ])  # fmt: skip
+    measured = np.asarray(resonance_predict(resonance_model(2.0, 120.0, 0.08)))
+    smooth, rough = (idf.FunctionExperiment("s", resonance_model(), fn, measured)
+                     for fn in (resonance_predict, rippled))  # fmt: skip
+    exact = np.asarray(idf.Problem(space, [rough]).jacobian(z))[:, 1]
+    trend = np.asarray(idf.Problem(space, [smooth]).jacobian(z))[:, 1]
+    assert np.abs(exact - trend).max() > 4.0 * np.abs(trend).max()
+    slope, smooth_slope = (
+        np.asarray(idf.Problem(space, [e], jac="differences", difference_step=h).jacobian(z))[:, 1]
+        for e in (rough, smooth)
+    )
+    swing = 20.0 * np.log10((1.0 + amplitude) / (1.0 - amplitude)) / (2.0 * h)
+    assert np.abs(slope - smooth_slope).max() <= swing
+    assert np.abs(smooth_slope - trend).max() < 0.4 * np.abs(trend).max()  # a secant, not exact
+
+
 def test_levenberg_marquardt_steps_stay_inside_a_quarter_box_and_short_of_the_bounds():
     """One step moves a parameter at most a quarter of its span (in ln θ or θ, as
     ``ParameterSpace.to_box`` measures it), in the direction asked; a step toward a bound stops

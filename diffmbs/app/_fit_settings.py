@@ -10,6 +10,8 @@
     refine_initial = true            # and one from the initial values
     method = "levenberg_marquardt"   # the local fitter: | gauss_newton | adam | lbfgs
     max_iterations = 25              # per local fit
+    jacobian = "exact"               # | "differences": central differences over
+    difference_step = 0.01           #   ±difference_step in z (a misfit rough on a finer scale)
     multistart = 16                  # without a global stage: LHS samples scored in one vmap
     stages = [{ band_hz = 30.0, until_s = 0.025 }, { band_hz = 100.0 }]
                                      # time histories: fit low-passed (and cut) first, stage by
@@ -52,6 +54,8 @@ FIT_METHODS = {
 """``[fit] method`` → the fitter class (:mod:`identification`)."""
 
 GLOBAL_METHODS = ("auto", "cma_es", "none")
+JACOBIAN_METHODS = {"exact": "fwd", "differences": "differences"}
+"""``[fit] jacobian`` → :class:`identification.Problem`'s ``jac``."""
 POSTERIOR_METHODS = ("none", "nuts")
 
 
@@ -60,6 +64,14 @@ def _choice(table: Mapping[str, Any], key: str, where: str, default: str, option
     if value not in options:
         raise ConfigError(f"{where}.{key}: {value!r} is not one of {', '.join(options)}")
     return value
+
+
+def _difference_step(table: Mapping[str, Any], where: str) -> float:
+    step = read_number(table, "difference_step", where, FitSettings.difference_step, False)
+    if not 0.0 < step < 1.0:
+        raise ConfigError(f"{where}.difference_step: must be in (0, 1) (a step in the fitted "
+                          f"coordinate z: 0.01 is 1 % of a log-scaled parameter), got {step!r}")
+    return step
 
 
 def _profiles(table: Mapping[str, Any], where: str) -> tuple[str, ...] | bool:
@@ -117,12 +129,15 @@ class FitSettings:
     posterior_samples: int = 500
     posterior_warmup: int = 300
     stages: tuple[Stage, ...] = ()
+    jacobian: str = "exact"
+    difference_step: float = 0.01
 
     @classmethod
     def from_table(cls, table: Mapping[str, Any], where: str = "fit"):
         keys = {"method", "max_iterations", "multistart", "seed", "checkpoint_every", "global",
                 "population", "generations", "refine", "refine_initial", "profiles", "posterior",
-                "posterior_samples", "posterior_warmup", "stages"}  # fmt: skip
+                "posterior_samples", "posterior_warmup", "stages", "jacobian",
+                "difference_step"}  # fmt: skip
         check_keys(table, keys, where)
         integer = lambda key, low: read_integer(table, key, where, getattr(cls, key), low)  # noqa: E731
         return cls(
@@ -141,7 +156,14 @@ class FitSettings:
             posterior_samples=integer("posterior_samples", 1),
             posterior_warmup=integer("posterior_warmup", 1),
             stages=_stages(table, where),
+            jacobian=_choice(table, "jacobian", where, cls.jacobian, tuple(JACOBIAN_METHODS)),
+            difference_step=_difference_step(table, where),
         )
+
+    @property
+    def problem_jacobian(self) -> dict[str, Any]:
+        """The keyword arguments of :class:`identification.Problem` for :attr:`jacobian`."""
+        return {"jac": JACOBIAN_METHODS[self.jacobian], "difference_step": self.difference_step}
 
     def fitter(self):
         return FIT_METHODS[self.method]()

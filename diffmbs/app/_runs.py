@@ -147,7 +147,7 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
     if not measured:  # no records in this problem: per-test values apply to the tests alone
         space = ParameterSpace([_without_histories(p) for p in space.parameters])
     try:
-        return Problem(space, experiments)
+        return Problem(space, experiments, **job.fit.problem_jacobian)
     except ValueError as err:
         raise ConfigError(str(err)) from err
 
