@@ -320,14 +320,22 @@ class FitResult:
             )
             message = f"{message}; {note}" if message else note
         if jitter["derivative_error"] > DERIVATIVE_NOTE:
-            note = (
+            column = (
                 f"derivatives: the Jacobian's column of {names[jitter['derivative_worst']]} "
                 f"differs from central differences by {100 * jitter['derivative_error']:.3g} % "
-                "— the fit and its "
-                "uncertainties are not to be trusted; with simulations take derivatives under "
-                "error control (diffmbs.ForwardSensitivity, [simulation] derivatives = "
-                "\"controlled\") or tighten rtol"
             )
+            if problem.jac == "differences":
+                note = column + (
+                    f"over 0.1 σ (the Jacobian's are over ±{problem.difference_step:g} in z): "
+                    "the misfit is rough on the scale of the uncertainties, which are then not "
+                    "to be trusted"
+                )
+            else:
+                note = column + (
+                    "— the fit and its uncertainties are not to be trusted; with simulations "
+                    "take derivatives under error control (diffmbs.ForwardSensitivity, "
+                    "[simulation] derivatives = \"controlled\") or tighten rtol"
+                )
             message = f"{message}; {note}" if message else note
             converged = False
         history = [float(x) for x in (loss_history or [])]
