@@ -45,17 +45,23 @@ from make_records import truth_parameters  # noqa: E402
 SUCCESS = 1.1  # "reached": a loss at most this many times the loss at the truth
 
 
-def first_reached(result, target: float, n_experiments: int) -> int | None:
+def simulations_per_jacobian(job, p: int) -> int:
+    """A Jacobian's cost in simulations per test: ``2p + 1`` runs by differences, ``1 + p``
+    for forward mode (its ``p`` tangents ride along one run, charged as ``p`` runs)."""
+    return 2 * p + 1 if job.fit.jacobian == "differences" else 1 + p
+
+
+def first_reached(result, target: float, n_experiments: int, per_jacobian: int) -> int | None:
     """Simulations run when the best loss first fell to ``target``: the global stage's
     generations (a candidate is one simulation per test), then the refinement's iterations
-    (each a Jacobian, charged as ``1 + p`` simulations, and its trial simulations)."""
+    (each a Jacobian, charged as ``per_jacobian`` simulations, and its trial simulation)."""
     search = result.search or {}
     population = search.get("evaluations", 0) // max(len(search.get("best_history", [])), 1)
     for g, best in enumerate(search.get("best_history", []), start=1):
         if best <= target:
             return g * population * n_experiments
     spent = search.get("evaluations", 0) * n_experiments
-    per_iteration = (1 + len(result.parameter_names) + 1) * n_experiments
+    per_iteration = (per_jacobian + 1) * n_experiments
     for i, loss in enumerate(result.loss_history):
         if loss <= target:
             return spent + i * per_iteration
@@ -114,7 +120,8 @@ def main(argv=None) -> None:
          for r in rows],
     )  # fmt: skip
     n_tests = len(problem.experiment_names)
-    reached = first_reached(result, SUCCESS * loss_truth, n_tests)
+    per_jacobian = simulations_per_jacobian(job, len(names))
+    reached = first_reached(result, SUCCESS * loss_truth, n_tests, per_jacobian)
     covered = sum(r["covered"] for r in rows)
     print(result.summary())
     print(f"loss {result.loss:.4g} dB² ({result.loss / loss_truth:.2f}× the truth's); the "
@@ -128,6 +135,7 @@ def main(argv=None) -> None:
         "search": result.search, "evaluations": result.evaluations,
         "discrepancy": result.discrepancy, "parameters": rows,
         "covered": covered, "simulations_to_1p1_truth_loss": reached,
+        "simulations_per_jacobian": per_jacobian,
     })  # fmt: skip
 
 

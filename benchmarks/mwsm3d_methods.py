@@ -93,14 +93,16 @@ def run_least_squares(problem, tracker: Tracker, steps: int) -> dict:
 
 
 def diffmbs_row(path: Path, n_tests: int) -> dict | None:
-    """The fit of ``benchmarks/mwsm3d_fit.py``: simulations in all (a forward-mode Jacobian
-    charged as ``1 + p`` simulations per test, as there) and to the target."""
+    """The fit of ``benchmarks/mwsm3d_fit.py``: simulations in all (a Jacobian charged as
+    there: ``2p + 1`` simulations per test by differences, ``1 + p`` by forward mode) and to
+    the target."""
     if not path.exists():
         return None
     fit = json.loads(path.read_text())
     search = fit["search"]
     p = len(fit["parameters"])
-    total = (search["total_simulations"] + search["total_jacobians"] * (1 + p)) * n_tests
+    per_jacobian = fit.get("simulations_per_jacobian", 1 + p)  # older runs: forward mode
+    total = (search["total_simulations"] + search["total_jacobians"] * per_jacobian) * n_tests
     return {"loss": fit["loss"], "simulations": int(total),
             "reached_at": fit["simulations_to_1p1_truth_loss"],
             "timestamp": fit["timestamp"], "loss_truth": fit["loss_truth"]}  # fmt: skip
