@@ -450,7 +450,7 @@ def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
         assert freqs[0] == pytest.approx(5.0) and freqs[-1] <= 1000.0 and np.all(srs > 0)
 
 
-@pytest.mark.slow  # ~6 min: 60,000 fixed steps, forward mode and two runs
+@pytest.mark.slow  # 11 min on 2 cores: 60,000 fixed steps, forward mode and two runs
 def test_record_tangent_through_the_tables_rattle_is_exact_and_grows():
     """The fit's setting (``data/mwsm3d/fit.toml``, test ``rigid_2ft`` at the job's start:
     modal channels, the default 1 µm contact onset) over 0.3 s: the tangent of the recorded
