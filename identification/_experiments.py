@@ -32,6 +32,7 @@ import abc
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -39,7 +40,6 @@ import numpy as np
 from jaxtyping import Array, ArrayLike
 
 from diffmbs import selection
-from diffmbs._forward_sensitivity import ForwardSensitivity
 from diffmbs.channels import channel, check_channel
 from diffmbs.integrate import simulate
 from diffmbs.srs import KINDS, shock_response_spectrum
@@ -144,7 +144,7 @@ def _simulated_sensor(model: Any, ts: Array, sensor: str, kwargs: dict) -> Array
 
 
 def _default_simulate_kwargs(kwargs: dict | None) -> dict:
-    merged: dict[str, Any] = {"adjoint": ForwardSensitivity(), "throw": False}
+    merged: dict[str, Any] = {"adjoint": diffrax.ForwardMode(), "throw": False}
     merged.update(kwargs or {})
     return merged
 
@@ -211,12 +211,10 @@ class SRSExperiment(AbstractExperiment):
       (``smooth`` = a log-sum-exp temperature for smoother gradients, ``None`` = exact max).
     - ``weights`` ``(n_freq,)``: non-negative weights of the dB residuals (default 1).
     - ``simulate_kwargs``: passed to :func:`diffmbs.simulate`; defaults
-      ``{"adjoint": diffmbs.ForwardSensitivity(), "throw": False}``: forward-mode derivatives
-      under error control, for the Jacobians that Levenberg–Marquardt uses
-      (``Problem(jac="fwd")``, the default). ``diffrax.ForwardMode()`` costs about 0.75× as
-      much but carries the tangents along the state's steps, which need not resolve them (the
-      3-D shock machine's were 1,000× off late in its 0.5 s window). For reverse mode
-      (``Problem(jac="bwd")``) pass ``{"adjoint": diffmbs.adjoint.DiscreteAdjoint()}``.
+      ``{"adjoint": diffrax.ForwardMode(), "throw": False}``, which suits the forward-mode
+      Jacobians that Levenberg–Marquardt uses (``Problem(jac="fwd")``, the default). For
+      reverse mode (``Problem(jac="bwd")``) pass ``{"adjoint":
+      diffmbs.adjoint.DiscreteAdjoint()}``.
 
     ``residuals = w · 20 log10(SRS_sim / SRS_meas)`` in dB, shape ``(n_freq,)``.
     """

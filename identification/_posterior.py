@@ -16,7 +16,7 @@ posterior do not. The target, in the unconstrained ``z`` of the fit::
   ``u = sigmoid(z)``; flat in ``z`` for ``"log"`` and ``"linear"``.
 
 The gradient of ``log p`` comes from the same Jacobian kernel as the fit (forward mode for
-simulations with a forward-mode adjoint). Sampling starts at the fit's optimum, adapts the
+simulations with ``diffrax.ForwardMode``). Sampling starts at the fit's optimum, adapts the
 step size and a diagonal mass matrix during warm-up, and then runs in chunks: after each chunk
 the chain's state and the samples so far are checkpointed (atomically), so a long run resumes.
 Why numpyro: its NUTS takes a ``potential_fn`` of arrays directly, its state is a pytree, and

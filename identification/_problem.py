@@ -10,8 +10,8 @@ pure functions of the unconstrained vector ``z`` (shape ``(p,)``):
 
 Derivatives. ``jac="fwd"`` (default) uses forward mode (``jax.jacfwd``, one tangent per
 parameter): the natural choice for the handful of parameters of a shock-machine model, and what
-simulate-based experiments need a forward-mode adjoint for (the default of
-:class:`~identification.SRSExperiment` is :class:`diffmbs.ForwardSensitivity`). The gradient
+simulate-based experiments need ``adjoint=diffrax.ForwardMode()`` (the default of
+:class:`~identification.SRSExperiment`) or :class:`diffmbs.ForwardSensitivity` for. The gradient
 of ``loss`` is then also taken in forward mode, ``∇loss = 2 Jᵀ r / m``, through a custom VJP,
 so reverse-mode users of the loss (optax's L-BFGS line search, ``jax.grad``) work without
 reverse-mode differentiation of the simulation.

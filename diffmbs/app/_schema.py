@@ -119,11 +119,10 @@ __all__ = [
 class SimulationSettings:
     """The simulated window: ``duration_s`` from the initial state, saved at ``sample_rate_hz``;
     tolerances; ``derivatives``: how fits and gradients take forward-mode derivatives,
-    ``"controlled"`` (under error control with the state, :class:`diffmbs.ForwardSensitivity`;
-    the default) or ``"steps"`` (carried along the state's steps, ``diffrax.ForwardMode``:
-    about 0.75× the cost, but wrong where the steps resolve the motion and not its
-    sensitivity: a journal riding its bore, stuck friction, the 3-D shock machine's table
-    rattling on its stops)."""
+    ``"steps"`` (carried along the state's steps, ``diffrax.ForwardMode``; the default) or
+    ``"controlled"`` (under error control with the state, :class:`diffmbs.ForwardSensitivity`:
+    needed where the steps resolve the motion but not its sensitivity, e.g. a journal riding
+    its bore; the default of wear jobs)."""
 
     duration_s: float
     sample_rate_hz: float
@@ -131,7 +130,7 @@ class SimulationSettings:
     rtol: float = 1e-8
     atol: float = 1e-10
     max_steps: int = 200_000
-    derivatives: str = "controlled"
+    derivatives: str = "steps"
 
     def adjoint(self):
         """The :func:`diffmbs.simulate` adjoint of :attr:`derivatives`."""
@@ -147,7 +146,8 @@ class SimulationSettings:
                 "derivatives"}  # fmt: skip
         check_keys(table, keys, where)
         optional = None if window else math.nan
-        derivatives = read_string(table, "derivatives", where, cls.derivatives)
+        derivatives = read_string(table, "derivatives", where,
+                                  cls.derivatives if window else "controlled")  # fmt: skip
         if derivatives not in ("steps", "controlled"):
             raise ConfigError(f"{where}.derivatives: {derivatives!r} is not one of steps, "
                               "controlled")  # fmt: skip
