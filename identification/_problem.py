@@ -256,14 +256,17 @@ def evaluate(problem: Problem, z: Array) -> tuple[Array, dict[str, Array]]:
 def residuals_and_jacobian(problem: Problem, z: Array) -> tuple[Array, Array]:
     """:meth:`Problem.residuals_and_jacobian`, compiled per experiment structure: ``(r (m,),
     J (m, p))``; each experiment's block differentiated in its own parameters only."""
-    if problem.jac == "differences":
-        return _difference_jacobian(problem, jnp.asarray(z, dtype=float))
-    values, slopes = map(np.asarray, _values_and_slopes(problem.space, jnp.asarray(z, dtype=float)))
+    z = jnp.asarray(z, dtype=float)
+    values, slopes = map(np.asarray, _values_and_slopes(problem.space, z))
     rs, blocks = [], []
     for e, indices, paths in experiment_blocks(problem):
-        r, jac_values = residuals_jacobian_kernel(e, paths, values[indices], problem.jac)
+        if problem.jac == "differences":
+            r, jac_z = _differences_in_z(problem, e, indices, paths, np.asarray(z))
+        else:
+            r, jac_values = residuals_jacobian_kernel(e, paths, values[indices], problem.jac)
+            jac_z = np.asarray(jac_values) * slopes[indices]
         block = np.zeros((r.shape[0], problem.n_parameters))
-        block[:, indices] = np.asarray(jac_values) * slopes[indices]
+        block[:, indices] = jac_z
         rs.append(np.asarray(r))
         blocks.append(block)
     return jnp.asarray(np.concatenate(rs)), jnp.asarray(np.concatenate(blocks))
@@ -283,21 +286,15 @@ def central_differences(rows: Array, step: float) -> tuple[Array, Array]:
     return rows[0], (rows[1 : p + 1] - rows[p + 1 :]).T / (2.0 * step)
 
 
-def _difference_jacobian(problem: Problem, z: Array) -> tuple[Array, Array]:
-    """:func:`residuals_and_jacobian` for ``jac="differences"``: each experiment's ``2p_e + 1``
-    runs at ``z`` and ``z ± difference_step`` along its own parameters, in one vmap."""
+def _differences_in_z(problem: Problem, experiment, indices, paths, z: np.ndarray):
+    """``(r (m_e,), ∂r/∂z over ±difference_step (m_e, p_e))`` of one experiment: its
+    ``2p_e + 1`` runs at ``z`` and along its own parameters, in one vmap."""
     h = problem.difference_step
-    rs, blocks = [], []
-    for e, indices, paths in experiment_blocks(problem):
-        zs = np.repeat(np.asarray(z)[None], 2 * len(indices) + 1, axis=0)
-        zs[:, indices] = difference_rows(jnp.asarray(z)[indices], h)
-        values = np.asarray(_values_and_slopes(problem.space, jnp.asarray(zs))[0])
-        r, jac_z = central_differences(residual_rows_kernel(e, paths, values[:, indices]), h)
-        block = np.zeros((r.shape[0], problem.n_parameters))
-        block[:, indices] = np.asarray(jac_z)
-        rs.append(np.asarray(r))
-        blocks.append(block)
-    return jnp.asarray(np.concatenate(rs)), jnp.asarray(np.concatenate(blocks))
+    zs = np.repeat(z[None], 2 * len(indices) + 1, axis=0)
+    zs[:, indices] = difference_rows(jnp.asarray(z[indices]), h)
+    values = np.asarray(_values_and_slopes(problem.space, jnp.asarray(zs))[0])
+    r, jac_z = central_differences(residual_rows_kernel(experiment, paths, values[:, indices]), h)
+    return r, np.asarray(jac_z)
 
 
 def batched_loss_rows(problem: Problem, zs: Array) -> Array:

@@ -69,23 +69,25 @@ def srs_sensitivity(
         block = None if jacobian is None else _rescaled(
             np.asarray(jacobian)[problem.residual_slices[name]], e, values, slopes, indices)
         if block is None:
-            block = _log_sensitivities(problem, _unweighted(e), paths, values[indices])
-            block_all = np.zeros((block.shape[0], problem.n_parameters))
-            block_all[:, indices] = block
-            block = block_all
+            block = _log_sensitivities(problem, _unweighted(e), paths, values, indices)
         out[name] = block if e.in_db else block * getattr(e, "scale", 1.0)
     return out
 
 
-def _log_sensitivities(problem, experiment, paths, values) -> np.ndarray:
-    """``∂r/∂ ln θ`` ``(m_e, p_e)`` of one experiment at its parameters' ``values``: forward or
-    reverse mode, or central differences over ``θ e^(±difference_step)``."""
+def _log_sensitivities(problem, experiment, paths, values, indices) -> np.ndarray:
+    """``∂r/∂ ln θ`` ``(m_e, p)`` of one experiment (zero in the parameters not at ``indices``)
+    at the parameters' ``values`` ``(p,)``: forward or reverse mode, or central differences
+    over ``θ e^(±difference_step)``."""
+    own = values[indices]
     if problem.jac == "differences":
         h = problem.difference_step
-        rows = values * np.exp(np.asarray(difference_rows(jnp.zeros(len(values)), h)))
-        return np.asarray(central_differences(residual_rows_kernel(experiment, paths, rows), h)[1])
-    _, jac = residuals_jacobian_kernel(experiment, paths, values, problem.jac)
-    return np.asarray(jac) * values
+        rows = own * np.exp(np.asarray(difference_rows(jnp.zeros(len(own)), h)))
+        jac = central_differences(residual_rows_kernel(experiment, paths, rows), h)[1]
+    else:
+        jac = residuals_jacobian_kernel(experiment, paths, own, problem.jac)[1] * own
+    block = np.zeros((jac.shape[0], problem.n_parameters))
+    block[:, indices] = np.asarray(jac)
+    return block
 
 
 def _rescaled(jac_z, experiment, values, slopes, indices) -> np.ndarray | None:
