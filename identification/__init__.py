@@ -29,6 +29,7 @@ Generic over any model pytree (an ``equinox.Module``):
 Job files and the command line are :mod:`diffmbs.app`'s, a layer above this one.
 """
 
+from identification._covariance import gauss_newton_covariance
 from identification._experiments import (
     DB_FLOOR,
     AbstractExperiment,
@@ -49,7 +50,7 @@ from identification._parameters import TRANSFORMS, Parameter, ParameterSpace
 from identification._posterior import Posterior, plot_corner, sample_posterior
 from identification._problem import Problem
 from identification._profile import Profile, plausible_ranges, profile_likelihood
-from identification._results import FitResult, gauss_newton_covariance, load_result
+from identification._results import FitResult, load_result
 from identification._sampling import (
     Starts,
     batched_loss,

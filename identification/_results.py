@@ -1,19 +1,10 @@
-"""The outcome of a fit: parameters, misfits, uncertainty and identifiability; saved to disk.
+"""The outcome of a fit: parameters, misfits, uncertainty and identifiability.
 
-Uncertainty is the Gauss–Newton (linearised) covariance in the unconstrained coordinates ``z``::
-
-    cov_z = s² (JᵀJ)⁺,   s² = SSR / (m − p),   SSR = Σ rᵢ²
-
-with ``J = ∂r/∂z`` (``m × p``) at the optimum, the pseudo-inverse taken through the SVD of ``J``
-(singular values below ``rcond · σ_max`` dropped). For a ``"log"`` parameter ``std_z`` is the
-relative standard deviation of ``θ`` (to first order); for every parameter ``std`` is the SI
-standard deviation by the delta method, ``|dθ/dz| · std_z``.
-
-Identifiability. A right singular vector of ``J`` whose singular value is below
-``identifiability_tol · σ_max`` is a combination of parameters the data do not pin down: it is
-reported (its components by parameter name), and parameters with a component above 0.1 in such
-a direction get ``identifiable = False`` and an infinite standard deviation (the pseudo-inverse
-would otherwise silently report a finite value for them).
+:meth:`FitResult.from_problem` evaluates a problem at its optimum and assembles the Gauss–Newton
+covariance (:func:`~identification._covariance.gauss_newton_covariance`), widened by the
+residuals' structure and the solver's jitter, with the notes of whatever makes the fit not to be
+trusted (a bound, a model discrepancy, wrong derivatives) in its ``message``; the text summary
+and the saved report are in :mod:`identification._report`.
 """
 
 from __future__ import annotations
@@ -26,81 +17,15 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
-from diffmbs.io import atomic_write
-from diffmbs.plotting import plot_srs
+from identification._covariance import at_bounds, gauss_newton_covariance
 from identification._discrepancy import residual_structure
 from identification._experiments import misfit_report
 from identification._jitter import DERIVATIVE_NOTE, JITTER_NOTE, add_jitter, solver_jitter
 from identification._problem import evaluate, residuals_and_jacobian
+from identification._report import save_report, summary_text
 
-__all__ = ["FitResult", "gauss_newton_covariance", "load_result"]
-
-POSTERIOR_R_HAT_LIMIT = 1.1
-"""Split Gelman–Rubin r-hat above which the summary says the posterior chain has not mixed
-(Gelman et al., *Bayesian Data Analysis*, 3rd ed., §11.4)."""
-
-
-def gauss_newton_covariance(
-    jac: np.ndarray,
-    residuals: np.ndarray,
-    *,
-    rcond: float = 1e-12,
-    identifiability_tol: float = 1e-6,
-) -> dict[str, Any]:
-    """Linearised covariance of a least-squares fit.
-
-    Args:
-        jac: ``∂r/∂z`` at the optimum, shape ``(m, p)``.
-        residuals: ``r`` at the optimum, shape ``(m,)``.
-        rcond: relative cut-off of the singular values in the pseudo-inverse.
-        identifiability_tol: singular values below this fraction of the largest flag a
-            non-identifiable direction.
-
-    Returns:
-        ``{"covariance" (p, p), "std" (p,), "correlation" (p, p), "s2", "dof", "rank",
-        "singular_values" (p,), "null_directions" (list of (ratio, vector (p,))),
-        "identifiable" (p,) bool}``. With ``m ≤ p`` there is no residual degree of freedom:
-        ``s2`` is NaN and so are the covariances.
-    """
-    jac = np.asarray(jac, dtype=np.float64)
-    r = np.asarray(residuals, dtype=np.float64)
-    m, p = jac.shape
-    dof = m - p
-    ssr = float(r @ r)
-    s2 = ssr / dof if dof > 0 else math.nan
-    u, sv, vt = np.linalg.svd(jac, full_matrices=False)
-    del u
-    smax = float(sv[0]) if sv.size and sv[0] > 0 else 0.0
-    keep = sv > rcond * smax if smax > 0 else np.zeros_like(sv, dtype=bool)
-    inv = (vt[keep].T / sv[keep] ** 2) @ vt[keep]
-    cov = s2 * inv
-    weak = ~(sv > identifiability_tol * smax) if smax > 0 else np.ones_like(sv, dtype=bool)
-    null_dirs = [
-        (float(sv[i] / smax) if smax > 0 else 0.0, vt[i].copy()) for i in np.flatnonzero(weak)
-    ]
-    identifiable = np.ones(p, dtype=bool)
-    for _, vec in null_dirs:
-        identifiable &= np.abs(vec) <= 0.1
-    std = np.sqrt(np.clip(np.diagonal(cov), 0.0, None))
-    std = np.where(identifiable, std, math.inf)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        corr = cov / np.outer(std, std)
-    corr = np.where(np.outer(identifiable, identifiable), corr, math.nan)
-    np.fill_diagonal(corr, 1.0)
-    return {
-        "covariance": cov,
-        "std": std,
-        "correlation": corr,
-        "s2": s2,
-        "dof": dof,
-        "rank": int(keep.sum()),
-        "singular_values": sv,
-        "null_directions": null_dirs,
-        "identifiable": identifiable,
-    }
+__all__ = ["FitResult", "load_result"]
 
 
 def _clean(x: Any) -> Any:
@@ -114,29 +39,6 @@ def _clean(x: Any) -> Any:
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     return x
-
-
-AT_BOUND_MARGIN = 1e-3
-"""A parameter is at a bound when its sampling coordinate (``ln θ`` or ``θ``, see
-:meth:`~identification.Parameter.sampling_box`) lies within this fraction of the span from it."""
-
-
-def _at_bounds(space, values: np.ndarray) -> dict[str, str]:
-    """Name → ``"lower"``/``"upper"`` of the parameters at (or beyond) a finite bound."""
-    out = {}
-    for prm, value in zip(space.parameters, values, strict=True):
-        if not (math.isfinite(prm.lower) and math.isfinite(prm.upper)):
-            continue
-        if prm.log_scale and value <= 0:
-            out[prm.name] = "lower"
-            continue
-        lo, hi = prm.sampling_box()
-        x = math.log(value) if prm.log_scale else float(value)
-        if x <= lo + AT_BOUND_MARGIN * (hi - lo):
-            out[prm.name] = "lower"
-        elif x >= hi - AT_BOUND_MARGIN * (hi - lo):
-            out[prm.name] = "upper"
-    return out
 
 
 @dataclasses.dataclass
@@ -157,7 +59,8 @@ class FitResult:
       ``non_identifiable`` (list of ``{"ratio", "direction": {name: component}}``),
       ``identifiable`` (name → bool), ``outside_bounds`` (names whose value left the bounds),
       ``at_bounds`` (name → ``"lower"`` or ``"upper"``: the value sits within
-      :data:`AT_BOUND_MARGIN` of the span of a bound, in the sampling coordinate, or beyond it);
+      :data:`~identification._covariance.AT_BOUND_MARGIN` of the span of a bound, in the
+      sampling coordinate, or beyond it);
     - ``discrepancy``: :func:`~identification._discrepancy.residual_structure` of the
       residuals: the covariance and σ above are already widened by its ``inflation`` (``s2``
       is not), and when it detects structure beyond independent noise ``message`` says so;
@@ -300,9 +203,9 @@ class FitResult:
             for prm, v in zip(space.parameters, values, strict=True)
             if not prm.lower - 1e-9 * abs(prm.lower) <= v <= prm.upper + 1e-9 * abs(prm.upper)
         ]
-        at_bounds = _at_bounds(space, values)
-        if at_bounds:
-            where = ", ".join(f"{n} ({side})" for n, side in at_bounds.items())
+        bounds_hit = at_bounds(space, values)
+        if bounds_hit:
+            where = ", ".join(f"{n} ({side})" for n, side in bounds_hit.items())
             message = f"{message}; at a bound: {where}" if message else f"at a bound: {where}"
             converged = False
         if discrepancy["detected"]:
@@ -364,7 +267,7 @@ class FitResult:
             non_identifiable=non_ident,
             identifiable={n: bool(b) for n, b in zip(names, unc["identifiable"], strict=True)},
             outside_bounds=outside,
-            at_bounds=at_bounds,
+            at_bounds=bounds_hit,
             evaluations=dict(evaluations or {}),
             discrepancy=discrepancy,
             solver_jitter={k: v for k, v in jitter.items() if k != "covariance_z"},
@@ -384,117 +287,8 @@ class FitResult:
         return _clean(d)
 
     def summary(self) -> str:
-        """A short text table of the fitted parameters."""
-        lines = [
-            f"{self.fitter}: {self.message}; {self.iterations} iterations, loss {self.loss:.6g}",
-            f"{'parameter':<20} {'value':>14} {'rel. std':>10}  {'units':<10} note",
-        ]
-        for i, n in enumerate(self.parameter_names):
-            rel = self.relative_std[i]
-            known = self.identifiable[n] and np.isfinite(rel) and n not in self.at_bounds
-            if n in self.at_bounds:
-                note = f"at its {self.at_bounds[n]} bound: a limit, not an estimate"
-            elif not known:
-                note = self._flat_note(n)
-            else:
-                note = self._weak_note(i)
-            lines.append(
-                f"{n:<20} {self.parameters[n]:>14.6g} {f'{rel:.3g}' if known else '-':>10}  "
-                f"{self.units[n]:<10} {note}".rstrip()
-            )
-        for name, prof in (self.profiles or {}).items():
-            lo, hi = prof["lower"], prof["upper"]
-            if lo is not None and hi is not None:
-                interval = f"[{lo:.4g}, {hi:.4g}]"
-            elif lo is not None or hi is not None:
-                interval = f">= {lo:.4g}" if lo is not None else f"<= {hi:.4g}"
-                interval += " (one-sided)"
-            else:
-                interval = "the whole box (no limit)"
-            lines.append(f"profile {100 * prof['level']:.0f} % interval of {name}: {interval}")
-        lines += self._plausible_lines()
-        if self.posterior:
-            post = self.posterior
-            lines.append(
-                f"posterior ({post['samples']} NUTS samples, {post['divergences']} divergent), "
-                f"{100 * post['level']:.0f} % intervals: "
-                + ", ".join(f"{n} [{q[0]:.4g}, {q[2]:.4g}]" for n, q in post["intervals"].items())
-            )
-            # NaN (a chain that never moved) counts as the worst.
-            worst = max((math.inf if math.isnan(r) else r for r in post["r_hat"].values()),
-                        default=1.0)  # fmt: skip
-            if worst > POSTERIOR_R_HAT_LIMIT:
-                lines.append(
-                    f"  the chain has not mixed (split r-hat {worst:.3g} > "
-                    f"{POSTERIOR_R_HAT_LIMIT}): these intervals are not reliable; raise "
-                    "posterior_warmup and posterior_samples"
-                )
-        if self.search:
-            ends = ", ".join(f"{r['loss']:.4g}" for r in self.search["refinements"])
-            lines.append(
-                f"global stage: {self.search['evaluations']} simulations "
-                f"({self.search['strategy']}); local fits ended at losses {ends}"
-            )
-        if self.stages:
-            lines.append("stages: " + "; ".join(
-                f"{st['stage']} {st['start_loss']:.3g} → {st['loss']:.3g}"
-                for st in self.stages))  # fmt: skip
-        if self.solver_jitter.get("checks"):
-            sigma = np.asarray(self.solver_jitter["sigma"])
-            lines.append(
-                f"solver jitter ({self.solver_jitter['checks']} checks): at most "
-                f"{sigma.max():.2g} σ of the noise, on {self.parameter_names[int(sigma.argmax())]}"
-                " (in the uncertainties above)"
-            )
-        for name, e in self.experiments.items():
-            m = e["misfit"]
-            if e["in_db"]:
-                lines.append(
-                    f"{name}: rms {m['rms_db']:.3g} dB, {100 * m['within_3db']:.0f} % within "
-                    f"±3 dB, {100 * m['within_6db']:.0f} % within ±6 dB"
-                )
-            else:
-                lines.append(f"{name}: rms residual {m['rms']:.3g}")
-        return "\n".join(lines)
-
-    def _flat_note(self, name: str) -> str:
-        """Why a parameter is not identifiable: alone, or with which others its flat
-        direction moves."""
-        partners = sorted({other for d in self.non_identifiable if abs(d["direction"][name]) > 0.1
-                           for other, c in d["direction"].items()
-                           if other != name and abs(c) > 0.1})  # fmt: skip
-        if partners:
-            return f"not identifiable: flat in a combination with {', '.join(partners)}"
-        return "not identifiable (no effect on the misfit)"
-
-    def _plausible_lines(self) -> list[str]:
-        """The parameters whose global-stage points as good as the fit
-        (:func:`~identification.plausible_ranges`) reach beyond the local 95 % interval."""
-        plausible = (self.search or {}).get("plausible")
-        if not plausible:
-            return []
-        lines = []
-        for i, name in enumerate(self.parameter_names):
-            low, high = plausible["ranges"][name]
-            value, reach = self.parameters[name], 1.96 * self.std[i]
-            if low < value - reach or high > value + reach:
-                lines.append(f"{name}: points of the global stage as good as the fit span "
-                             f"[{low:.4g}, {high:.4g}], beyond its local 95 % interval: "
-                             "these data do not pin it down")  # fmt: skip
-        return lines
-
-    def _weak_note(self, i: int) -> str:
-        """Why an estimated parameter is poorly determined: a strong trade-off with another
-        (|correlation| > 0.95) or a relative σ above 100 %; empty otherwise."""
-        corr = np.where(np.eye(len(self.parameter_names), dtype=bool), 0.0, self.correlation)
-        row = np.nan_to_num(corr[i])
-        j = int(np.argmax(np.abs(row)))
-        notes = []
-        if abs(row[j]) > 0.95:
-            notes.append(f"trades off with {self.parameter_names[j]} (ρ = {row[j]:+.2f})")
-        if self.relative_std[i] > 1.0:
-            notes.append("poorly determined (σ > 100 %)")
-        return "; ".join(notes)
+        """A short text table of the fitted parameters and the fit's diagnostics."""
+        return summary_text(self)
 
     def save(
         self, directory: str | Path, *, srs_unit: tuple[str, float] | None = None
@@ -504,88 +298,9 @@ class FitResult:
         (fit over measurement with ±3/±6 dB bands, in ``srs_unit = (label, SI per unit)``, e.g.
         ``("g", 9.80665)``, default SI; time histories as ``history_<experiment>.png``),
         ``convergence.png`` and ``correlation.png``. Returns label → path."""
-        directory = Path(directory)
-        paths: dict[str, Path] = {}
-        for name, e in self.experiments.items():
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-            if e["in_db"]:
-                m = e["misfit"]
-                label, scale = srs_unit or (e["units"], 1.0)
-                paths[f"srs_{name}"] = plot_srs(
-                    e["abscissa"],
-                    {"fitted": e["predicted"] / scale},
-                    units_label=label,
-                    title=(
-                        f"{name}: rms {m['rms_db']:.2f} dB, {100 * m['within_3db']:.0f} % "
-                        f"within ±3 dB, {100 * m['within_6db']:.0f} % within ±6 dB"
-                    ),
-                    path=directory / f"srs_{safe}.png",
-                    reference=(e["abscissa"], e["measured"] / scale, "measured"),
-                )
-            else:
-                paths[f"history_{name}"] = _plot_history(e, name, directory / f"history_{safe}.png")
-        paths["convergence"] = _plot_convergence(self, directory / "convergence.png")
-        paths["correlation"] = _plot_correlation(self, directory / "correlation.png")
-        text = json.dumps(self.to_dict(), indent=2, allow_nan=False)
-        paths["result"] = atomic_write(directory / "result.json", text + "\n")
-        return paths
+        return save_report(self, directory, srs_unit=srs_unit)
 
 
 def load_result(directory: str | Path) -> dict[str, Any]:
     """Read ``result.json`` written by :meth:`FitResult.save` (as a plain dictionary)."""
     return json.loads((Path(directory) / "result.json").read_text(encoding="utf-8"))
-
-
-def _figure(size=(8.0, 5.0)):
-    fig = Figure(figsize=size, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig, path: Path) -> Path:
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120))
-
-
-def _plot_history(e: dict[str, Any], name: str, path: Path) -> Path:
-    fig = _figure()
-    ax = fig.add_subplot()
-    ax.plot(e["abscissa"], e["measured"], "k--", linewidth=1.0, label="measured")
-    ax.plot(e["abscissa"], e["predicted"], linewidth=1.2, label="fitted")
-    ax.set_xlabel(e["abscissa_label"])
-    ax.set_ylabel(f"({e['units']})")
-    ax.set_title(f"{name}: rms residual {e['misfit']['rms']:.3g}")
-    ax.grid(True, alpha=0.4)
-    ax.legend(loc="best", fontsize="small")
-    return _save(fig, path)
-
-
-def _plot_convergence(result: FitResult, path: Path) -> Path:
-    fig = _figure()
-    ax = fig.add_subplot()
-    hist = np.asarray(result.loss_history, dtype=np.float64)
-    if hist.size:
-        its = np.arange(hist.size)
-        positive = np.isfinite(hist) & (hist > 0)
-        ax.semilogy(its[positive], hist[positive], "o-", markersize=3)
-    ax.set_xlabel("Iteration")
-    ax.set_ylabel("Loss, mean(r²)")
-    ax.set_title(f"Convergence ({result.message})")
-    ax.grid(True, which="both", alpha=0.4)
-    return _save(fig, path)
-
-
-def _plot_correlation(result: FitResult, path: Path) -> Path:
-    p = len(result.parameter_names)
-    fig = _figure((1.2 + 0.7 * p + 2.0, 1.0 + 0.7 * p + 1.0))
-    ax = fig.add_subplot()
-    corr = np.asarray(result.correlation, dtype=np.float64)
-    image = ax.imshow(corr, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
-    fig.colorbar(image, ax=ax, label="correlation")
-    ax.set_xticks(range(p), result.parameter_names, rotation=45, ha="right")
-    ax.set_yticks(range(p), result.parameter_names)
-    for i in range(p):
-        for j in range(p):
-            text = "n/a" if not np.isfinite(corr[i, j]) else f"{corr[i, j]:.2f}"
-            ax.text(j, i, text, ha="center", va="center", fontsize=8)
-    ax.set_title("Parameter correlation (Gauss–Newton)")
-    return _save(fig, path)

@@ -420,7 +420,7 @@ def test_a_value_on_a_bound_to_round_off_is_not_outside_it():
 
 def test_saved_srs_plots_are_in_the_requested_unit(tmp_path, monkeypatch):
     """FitResult.save(srs_unit=("g", g)) plots measured and fitted spectra divided by g."""
-    import identification._results as results
+    import identification._report as results
 
     measured = np.array([9.80665, 19.6133, 4.903325])
     exp = idf.FunctionExperiment("drop", Linear(1.0, 0.0, 0.0), lambda m: m.a * jnp.ones(3),
