@@ -16,13 +16,7 @@ import warnings
 
 import jax
 
-__all__ = [
-    "available_cores",
-    "configure",
-    "cpu_flags",
-    "release_compiled_programs",
-    "require_float64",
-]
+__all__ = ["configure", "cpu_flags", "release_compiled_programs", "require_float64"]
 
 
 def cpu_flags() -> list[str]:
@@ -46,44 +40,19 @@ def cpu_flags() -> list[str]:
     return flags
 
 
-def available_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask, where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover (macOS, Windows)
-        return os.cpu_count() or 1
-
-
 def _backend_started() -> bool:
     from jax._src import xla_bridge  # private: no public "has the backend started" query
 
     return bool(getattr(xla_bridge, "_backends", {}))
 
 
-def configure(
-    *, float64: bool = True, xla_cpu_flags: bool = True, cpu_devices: int | None = None
-) -> None:
-    """Opt in to diffmbs's global settings: ``jax_enable_x64``, :func:`cpu_flags` (appended
-    to ``XLA_FLAGS`` unless already named there) and, with ``cpu_devices = N``, the CPU as N
-    JAX devices (``jax_num_cpu_devices``), among which batches of simulations (a global search's
-    candidates, a Jacobian by differences, a sweep) are split, one batch per device: on a CPU a
-    batch runs on one core, so this is how they use several (:func:`available_cores`; the
-    command line sets it). Call it before the first JAX computation: the XLA options and the
-    device count are read when the backend starts (a warning says so when it is too late;
-    float64 takes effect for arrays created afterwards either way)."""
+def configure(*, float64: bool = True, xla_cpu_flags: bool = True) -> None:
+    """Opt in to diffmbs's global settings: ``jax_enable_x64`` and :func:`cpu_flags` (appended
+    to ``XLA_FLAGS`` unless already named there). Call it before the first JAX computation: the
+    XLA options are read when the backend starts (a warning says so when it is too late; float64
+    takes effect for arrays created afterwards either way)."""
     if float64:
         jax.config.update("jax_enable_x64", True)
-    if cpu_devices is not None:
-        if not isinstance(cpu_devices, int) or cpu_devices < 1:
-            raise ValueError(f"configure: cpu_devices must be >= 1, got {cpu_devices!r}")
-        if not _backend_started():
-            jax.config.update("jax_num_cpu_devices", cpu_devices)
-        elif cpu_devices != len(jax.devices("cpu")):
-            warnings.warn(
-                f"diffmbs.configure: JAX's backend has already started, so cpu_devices="
-                f"{cpu_devices} takes no effect; call configure() before computing",
-                stacklevel=2,
-            )
     if xla_cpu_flags:
         current = os.environ.get("XLA_FLAGS", "")
         missing = [f for f in cpu_flags() if f.split("=")[0].lstrip("-") not in current]

@@ -8,11 +8,6 @@ experiment with its name blanked (:func:`anonymous`), and the model paths of the
 that apply to it — so tests of one structure share one compiled simulation, and the compile
 time of a joint fit grows with the number of distinct structures, not of tests.
 
-The batched kernels (the runs of a Jacobian by differences, the candidates of a global search)
-split their rows among this process's devices when it has several (:func:`shard_rows`): GPUs,
-or CPU cores made devices by ``diffmbs.configure(cpu_devices=N)`` (the command line does it),
-each device running its share as one batch of its own.
-
 Each kernel takes the SI values of the experiment's own parameters ``(p_e,)`` (the chain rule
 to ``z`` is applied by the caller, :func:`dvalues_dz` being diagonal), so a forward-mode Jacobian
 pushes one tangent per parameter that applies to the experiment, not one per parameter of the
@@ -27,7 +22,6 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array
 
 from diffmbs.parameters import set_parameter
@@ -39,7 +33,6 @@ __all__ = [
     "evaluate_kernel",
     "residual_rows_kernel",
     "residuals_jacobian_kernel",
-    "shard_rows",
     "sum_squares_batch_kernel",
     "sum_squares_grad_kernel",
 ]
@@ -87,35 +80,11 @@ def residuals_jacobian_kernel(
     return r, jac
 
 
-def shard_rows(rows_fn, rows: Array, mesh: jax.sharding.Mesh | None = None):
-    """``rows_fn(rows)`` (a function of a batch ``(n, ...)`` whose outputs are batches ``(n,
-    ...)``), each device of ``mesh`` running its share of the rows as a batch of its own
-    (``shard_map``; the rows padded to a multiple of the devices by repeating the last).
-    Default mesh: this process's devices when it has several and runs alone; with one device
-    (or several processes, whose mesh the caller sets up) ``rows_fn(rows)`` as it is.
-
-    Not a sharded ``vmap``: the batched adaptive solver's loop runs until every row is done, so
-    each of its steps would wait on the others across devices (measured 5× slower than one
-    device on two CPU devices). Call inside ``jit``."""
-    if mesh is None:
-        devices = jax.local_devices()
-        if len(devices) == 1 or jax.process_count() > 1:
-            return rows_fn(rows)
-        mesh = jax.sharding.Mesh(np.asarray(devices), ("batch",))
-    n, pad = rows.shape[0], -rows.shape[0] % mesh.size
-    padded = jnp.concatenate([rows, jnp.repeat(rows[-1:], pad, axis=0)]) if pad else rows
-    spec = jax.sharding.PartitionSpec("batch")
-    out = jax.shard_map(rows_fn, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)(
-        padded
-    )
-    return jax.tree.map(lambda x: x[:n], out) if pad else out
-
-
 @eqx.filter_jit
 def residual_rows_kernel(experiment: AbstractExperiment, paths: Paths, rows: Array) -> Array:
     """The residuals ``(n, m_e)`` at each row of parameter values ``rows`` ``(n, p_e)``, in one
-    ``jax.vmap`` (lockstep integration) per device: the runs of a Jacobian by differences."""
-    return shard_rows(jax.vmap(lambda v: _residuals(experiment, paths, v)), rows)
+    ``jax.vmap`` (lockstep integration): the runs of a Jacobian by differences."""
+    return jax.vmap(lambda v: _residuals(experiment, paths, v))(rows)
 
 
 @eqx.filter_jit
@@ -123,8 +92,8 @@ def sum_squares_batch_kernel(
     experiment: AbstractExperiment, paths: Paths, values: Array
 ) -> tuple[Array, int]:
     """``(Σ r² at each row of values (n, p_e), shape (n,); m_e)``, in one ``jax.vmap``
-    (lockstep integration) per device."""
-    r = shard_rows(jax.vmap(lambda v: _residuals(experiment, paths, v)), values)
+    (lockstep integration)."""
+    r = jax.vmap(lambda v: _residuals(experiment, paths, v))(values)
     return jnp.sum(r**2, axis=1), r.shape[1]
 
 

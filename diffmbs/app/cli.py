@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from diffmbs._settings import _backend_started, available_cores, configure
+from diffmbs._settings import configure
 from diffmbs.io import (
     AccelerationRecord,
     acceleration_scale,
@@ -66,23 +66,7 @@ def _add_job_command(subparsers, name: str, help_text: str, description: str):
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default runs/<job file stem>)"
     )
-    parser.add_argument(
-        "--cpu-devices", type=_positive_integer, default=None, metavar="N",
-        help="split batches of simulations over N CPU devices (default: the cores this process "
-        "may use; 1 per process with --processes > 1); without effect on a GPU",
-    )  # fmt: skip
     return parser
-
-
-def _cpu_devices(args: argparse.Namespace) -> int | None:
-    """The CPU devices of this run: ``--cpu-devices``, else one per core (a batch runs on one
-    core), else one per process of a multi-process sweep (several may share a machine); None
-    (as they are) when called in a process whose JAX backend has started."""
-    if getattr(args, "cpu_devices", None) is not None:
-        return args.cpu_devices
-    if getattr(args, "processes", 1) > 1:
-        return 1
-    return None if _backend_started() else available_cores()
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
@@ -300,13 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 on success (and for ``--help``), 2 for usage errors and for invalid inputs, which are
     reported as one line ``diffmbs: error: <message>`` on stderr.
     """
+    configure()  # float64 and the XLA CPU options, before any computation
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, or a usage error already printed
         return exit_.code if isinstance(exit_.code, int) else 2
-    # float64, the XLA CPU options and the CPU devices, before any computation
-    configure(cpu_devices=_cpu_devices(args))
     try:
         out = getattr(args, "out", None)
         if getattr(args, "config", None) is not None:
