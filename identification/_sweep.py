@@ -5,11 +5,15 @@ for each row of ``values`` (shape ``(n, p)``, SI). Rows are processed in chunks 
 ``chunk_size`` (the last chunk is padded by repeating its final row, so one compiled function
 serves every chunk), which bounds memory. With several devices (GPUs, CPU devices from
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``, or the devices of several processes
-joined by ``jax.distributed.initialize``), each chunk is sharded across them along the batch
-axis (``jax.sharding.NamedSharding``), the chunk size rounded up to a multiple of the device
-count; each device runs its rows as its own batch, each process keeps its devices' rows, and
-the processes exchange them once, at the end (an all-gather, over Gloo on CPUs). Finished rows
-can be kept in a folder, so that a killed sweep resumes where it stopped.
+joined by ``jax.distributed.initialize``), each chunk is split into equal shares, one per
+device, the chunk size rounded up to a multiple of the device count; each device runs its share
+as a batch of its own (its own compiled program, dispatched asynchronously), each process keeps
+its devices' rows, and the processes exchange them once, at the end (an all-gather, over Gloo on
+CPUs). Not ``shard_map``: the models' linear solves (``lineax``, in the static equilibrium and
+the joint reactions) refuse its sharded vectors (lineax issue #185). Not one sharded ``vmap``
+either: the batched adaptive solver's loop runs until every row is done, so each of its steps
+would wait on all the devices (measured 5× slower than one device on two CPU devices). Finished
+rows can be kept in a folder, so that a killed sweep resumes where it stopped.
 
 Helpers make the parameter sets: :func:`grid_values` (a full factorial grid, evenly spaced in
 each parameter's sampling coordinate, bounds included) and :func:`lhs_values` (a Latin
@@ -59,17 +63,9 @@ def _one(problem: Problem, values: Array, output: str):
 
 
 @eqx.filter_jit
-def _batched(problem: Problem, values: Array, output: str, mesh=None):
-    """``_one`` over the rows of ``values``; with a ``mesh``, each device runs its own rows as
-    a separate batch (``shard_map``). A plain sharded ``vmap`` would not do: the batched
-    adaptive solver's loop runs until every row is done, so each of its steps would wait on
-    an all-reduce across the devices (over the network between processes) — measured 5×
-    slower than one device on two CPU devices."""
-    rows = jax.vmap(lambda v: _one(problem, v, output))
-    if mesh is None:
-        return rows(values)
-    spec = jax.sharding.PartitionSpec("batch")
-    return jax.shard_map(rows, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)(values)
+def _batched(problem: Problem, values: Array, output: str):
+    """``_one`` over the rows of ``values``, in one ``jax.vmap``."""
+    return jax.vmap(lambda v: _one(problem, v, output))(values)
 
 
 class _ChunkFiles:
@@ -143,9 +139,9 @@ def sweep(
         values_batch: parameter sets, SI, shape ``(n, p)``, columns in ``problem.space`` order.
         output: ``"predictions"`` (experiment name → ``(n, n_i)`` predicted curves),
             ``"residuals"`` (name → ``(n, m_i)`` weighted residuals) or ``"loss"`` (``(n,)``).
-        chunk_size: rows per compiled batch (memory bound); rounded up to a multiple of the
-            number of devices.
-        devices: devices to shard each chunk over; default ``jax.devices()``: every device of
+        chunk_size: rows per chunk, split equally among the devices (memory bound); rounded
+            up to a multiple of the number of devices.
+        devices: devices to split each chunk among; default ``jax.devices()``: every device of
             every process. In a multi-process run (``jax.distributed.initialize``) every
             process calls ``sweep`` with the same arguments and computes its devices' rows of
             each chunk; the rows are gathered once, at the end, so every process receives the
@@ -170,14 +166,10 @@ def sweep(
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     devices = list(jax.devices() if devices is None else devices)
     processes = len({d.process_index for d in devices})
-    sharding = mesh = None
     n = values.shape[0]
-    if len(devices) > 1:
-        chunk_size = -(-chunk_size // len(devices)) * len(devices)
-        mesh = jax.sharding.Mesh(np.array(devices), ("batch",))
-        sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("batch"))
-    else:
-        chunk_size = min(chunk_size, n)
+    share = -(-min(chunk_size, n) // len(devices))  # rows per device in each chunk
+    chunk_size = share * len(devices)
+    mine = [(j, d) for j, d in enumerate(devices) if d.process_index == jax.process_index()]
     n_chunks = -(-n // chunk_size)
     files = None
     done = np.zeros(n_chunks, dtype=bool)
@@ -201,11 +193,9 @@ def sweep(
         rows = chunk.shape[0]
         if rows < chunk_size:
             chunk = np.concatenate([chunk, np.repeat(chunk[-1:], chunk_size - rows, axis=0)])
-        if sharding is None:
-            batch = jnp.asarray(chunk)
-        else:  # each process places only its own devices' rows
-            batch = jax.make_array_from_callback(chunk.shape, sharding, lambda i, c=chunk: c[i])
-        piece = _own_rows(_as_dict(_batched(problem, batch, output, mesh)), k * chunk_size, n)
+        results = [(j, _batched(problem, jax.device_put(chunk[j * share : (j + 1) * share], d),
+                                output)) for j, d in mine]  # fmt: skip
+        piece = _own_rows(results, k * chunk_size, share, n)
         if files is not None:
             files.save(k, piece)
         pieces.append(piece)
@@ -226,23 +216,16 @@ def _as_dict(result) -> dict:
     return result if isinstance(result, dict) else {_LOSS: result}
 
 
-def _own_rows(result: dict, first: int, n: int) -> dict[str, np.ndarray]:
-    """This process's rows of a chunk's result (its devices' shards, in the chunk's order),
-    with their global indices under ``"rows"`` (−1 for the padding past ``n``)."""
-    out: dict[str, list] = {}
-    for key, x in result.items():
-        shards = sorted(x.addressable_shards, key=lambda sh: sh.index[0].start or 0)
-        seen = set()
-        for shard in shards:
-            start = shard.index[0].start or 0
-            if start in seen:  # a replicated shard (one device's copy is enough)
-                continue
-            seen.add(start)
-            data = np.asarray(shard.data)
-            out.setdefault(key, []).append(data)
-            if key == next(iter(result)):
-                index = first + start + np.arange(data.shape[0])
-                out.setdefault("rows", []).append(np.where(index < n, index, -1))
+def _own_rows(results: list, first: int, share: int, n: int) -> dict[str, np.ndarray]:
+    """This process's rows of a chunk (``results``: (device's place j in the device list, its
+    share's result), in the chunk's order), with their global indices under ``"rows"`` (−1
+    for the padding past ``n``)."""
+    out: dict[str, list] = {"rows": []}
+    for j, result in results:
+        index = first + j * share + np.arange(share)
+        out["rows"].append(np.where(index < n, index, -1))
+        for key, x in _as_dict(result).items():
+            out.setdefault(key, []).append(np.asarray(x))
     return {key: np.concatenate(parts) for key, parts in out.items()}
 
 

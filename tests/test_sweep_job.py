@@ -2,6 +2,7 @@
 ``jax.distributed`` on the loopback address. References: the same sweep run whole in one
 process, and the loss recomputed row by row by :func:`identification.Problem.loss`."""
 
+import json
 import os
 import socket
 import subprocess
@@ -72,11 +73,11 @@ def test_sweep_writes_csv_parquet_and_a_picture_and_resumes_after_a_crash(
     batched = sweep_module._batched
     calls = []
 
-    def crashing(problem, values, output, mesh):
+    def crashing(problem, values, output):
         calls.append(1)
         if len(calls) == 3:
             raise RuntimeError("killed")
-        return batched(problem, values, output, mesh)
+        return batched(problem, values, output)
 
     monkeypatch.setattr(sweep_module, "_batched", crashing)
     with pytest.raises(RuntimeError, match="killed"):
@@ -121,6 +122,49 @@ def test_two_processes_split_the_sweep_and_agree_with_one(tmp_path, one_process)
     assert outs[0][0].strip().endswith("sweep.csv") and "sweep.csv" not in outs[1][0]
     two = read_table(tmp_path / "two" / "sweep.csv")[1]
     np.testing.assert_allclose(two, read_table(one)[1], rtol=1e-6)
+
+
+CONSTRAINED_SWEEP = """
+import json, sys
+import jax
+jax.config.update("jax_num_cpu_devices", int(sys.argv[1]))
+import diffmbs
+diffmbs.configure()
+sys.path.insert(0, sys.argv[2])
+import jax.numpy as jnp, numpy as np
+import identification as idf
+from multibody_models import pendulum
+ts = jnp.linspace(0.0, 0.3, 7)
+def reactions(model):  # the hinge's reactions: multipliers of a linear solve (lineax)
+    sol = diffmbs.simulate(model, *model.initial_state(), ts, rtol=1e-8, atol=1e-10, throw=False)
+    return jnp.sum(jnp.abs(sol.sensors["reaction"]), axis=1) + 1.0
+swing = idf.FunctionExperiment("swing", pendulum(), reactions, np.ones(ts.size), misfit="linear")
+space = idf.ParameterSpace([idf.Parameter("m", "bob.mass", 0.5, 5.0, 1.0, "log")])
+out = idf.sweep(idf.Problem(space, [swing]), np.linspace(0.6, 4.0, 5)[:, None], chunk_size=4)
+print(json.dumps({"devices": jax.device_count(), "swing": np.asarray(out["swing"]).tolist()}))
+"""
+
+
+def test_a_sweep_over_two_devices_of_a_model_with_linear_solves_equals_one_device():
+    """A pendulum in body coordinates (its joint reactions solve a linear system with lineax,
+    which refuses the sharded vectors of ``shard_map``) swept over two CPU devices in a fresh
+    process (chunks of 4 rows, 2 per device; the last chunk padded) equals the same sweep on
+    one device, row by row."""
+
+    def run(devices: int) -> dict:
+        env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+        env.pop("XLA_FLAGS", None)
+        out = subprocess.run([sys.executable, "-c", CONSTRAINED_SWEEP, str(devices),
+                              str(Path(__file__).parent)], env=env, capture_output=True,
+                             text=True, timeout=600, check=False)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    one, two = run(1), run(2)
+    assert (one["devices"], two["devices"]) == (1, 2)
+    reactions = np.asarray(one["swing"])
+    assert reactions.shape == (5, 7) and np.all(np.diff(reactions[:, -1]) > 0)  # heavier bobs
+    np.testing.assert_allclose(two["swing"], reactions, rtol=1e-9)
 
 
 def test_sweep_table_errors_name_the_key(tmp_path):
