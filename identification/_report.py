@@ -1,12 +1,13 @@
-"""A fit's report: the text summary, the figures and ``result.json`` (:class:`FitResult`'s
-``summary`` and ``save``)."""
+"""A fit's report: the text summary, the figures and ``result.json`` (what
+:class:`~identification.FitResult`'s ``summary`` and ``save`` do; ``result`` below is one; this
+module does not import it, which imports this one)."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -15,9 +16,6 @@ from matplotlib.figure import Figure
 from diffmbs.io import atomic_write
 from diffmbs.plotting import plot_srs
 
-if TYPE_CHECKING:
-    from identification._results import FitResult
-
 __all__ = ["POSTERIOR_R_HAT_LIMIT", "save_report", "summary_text"]
 
 POSTERIOR_R_HAT_LIMIT = 1.1
@@ -25,7 +23,7 @@ POSTERIOR_R_HAT_LIMIT = 1.1
 (Gelman et al., *Bayesian Data Analysis*, 3rd ed., §11.4)."""
 
 
-def summary_text(result: FitResult) -> str:
+def summary_text(result) -> str:
     """A short text table of the fitted parameters and the fit's diagnostics."""
     head = f"{result.fitter}: {result.message}; {result.iterations} iterations"
     lines = [
@@ -101,7 +99,7 @@ def summary_text(result: FitResult) -> str:
     return "\n".join(lines)
 
 
-def _flat_note(result: FitResult, name: str) -> str:
+def _flat_note(result, name: str) -> str:
     """Why a parameter is not identifiable: alone, or with which others its flat
     direction moves."""
     partners = sorted({other for d in result.non_identifiable if abs(d["direction"][name]) > 0.1
@@ -112,7 +110,7 @@ def _flat_note(result: FitResult, name: str) -> str:
     return "not identifiable (no effect on the misfit)"
 
 
-def _plausible_lines(result: FitResult) -> list[str]:
+def _plausible_lines(result) -> list[str]:
     """The parameters whose global-stage points as good as the fit
     (:func:`~identification.plausible_ranges`) reach beyond the local 95 % interval."""
     plausible = (result.search or {}).get("plausible")
@@ -129,7 +127,7 @@ def _plausible_lines(result: FitResult) -> list[str]:
     return lines
 
 
-def _weak_note(result: FitResult, i: int) -> str:
+def _weak_note(result, i: int) -> str:
     """Why an estimated parameter is poorly determined: a strong trade-off with another
     (|correlation| > 0.95) or a relative σ above 100 %; empty otherwise."""
     corr = np.where(np.eye(len(result.parameter_names), dtype=bool), 0.0, result.correlation)
@@ -144,7 +142,7 @@ def _weak_note(result: FitResult, i: int) -> str:
 
 
 def save_report(
-    result: FitResult, directory: str | Path, *, srs_unit: tuple[str, float] | None = None
+    result, directory: str | Path, *, srs_unit: tuple[str, float] | None = None
 ) -> dict[str, Path]:
     """Write the figures and then ``result.json`` into ``directory`` (created), each
     atomically, so that a ``result.json`` means a complete report: ``srs_<experiment>.png``
@@ -201,7 +199,7 @@ def _plot_history(e: dict[str, Any], name: str, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _plot_convergence(result: FitResult, path: Path) -> Path:
+def _plot_convergence(result, path: Path) -> Path:
     fig = _figure()
     ax = fig.add_subplot()
     hist = np.asarray(result.loss_history, dtype=np.float64)
@@ -216,7 +214,7 @@ def _plot_convergence(result: FitResult, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _plot_correlation(result: FitResult, path: Path) -> Path:
+def _plot_correlation(result, path: Path) -> Path:
     p = len(result.parameter_names)
     fig = _figure((1.2 + 0.7 * p + 2.0, 1.0 + 0.7 * p + 1.0))
     ax = fig.add_subplot()
