@@ -1,4 +1,4 @@
-"""Batched forward runs over many parameter sets (``jax.vmap``, chunked, optionally sharded).
+"""Batched forward runs over many parameter sets (``jax.vmap``, chunked, over the devices).
 
 ``sweep(problem, values)`` evaluates every experiment's prediction (or residuals, or the loss)
 for each row of ``values`` (shape ``(n, p)``, SI). Rows are processed in chunks of
@@ -7,13 +7,15 @@ serves every chunk), which bounds memory. With several devices (GPUs, CPU device
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``, or the devices of several processes
 joined by ``jax.distributed.initialize``), each chunk is split into equal shares, one per
 device, the chunk size rounded up to a multiple of the device count; each device runs its share
-as a batch of its own (its own compiled program, dispatched asynchronously), each process keeps
-its devices' rows, and the processes exchange them once, at the end (an all-gather, over Gloo on
-CPUs). Not ``shard_map``: the models' linear solves (``lineax``, in the static equilibrium and
-the joint reactions) refuse its sharded vectors (lineax issue #185). Not one sharded ``vmap``
-either: the batched adaptive solver's loop runs until every row is done, so each of its steps
-would wait on all the devices (measured 5× slower than one device on two CPU devices). Finished
-rows can be kept in a folder, so that a killed sweep resumes where it stopped.
+as a batch of its own (its own compiled program, dispatched in turn: GPUs run them at once, CPU
+devices take turns, so on CPUs several processes are the way to several cores), each process
+keeps its devices' rows, and the processes exchange them once, at the end (an all-gather, over
+Gloo on CPUs). Not ``shard_map``: the models' linear solves (``lineax``, in the static
+equilibrium and the joint reactions) refuse its sharded vectors (lineax issue #185). Not one
+sharded ``vmap`` either: the batched adaptive solver's loop runs until every row is done, so
+each of its steps would wait on all the devices (measured 5× slower than one device on two CPU
+devices). Finished rows can be kept in a folder, so that a killed sweep resumes where it
+stopped.
 
 Helpers make the parameter sets: :func:`grid_values` (a full factorial grid, evenly spaced in
 each parameter's sampling coordinate, bounds included) and :func:`lhs_values` (a Latin
