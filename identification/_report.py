@@ -144,11 +144,8 @@ def _weak_note(result, i: int) -> str:
 def save_report(
     result, directory: str | Path, *, srs_unit: tuple[str, float] | None = None
 ) -> dict[str, Path]:
-    """Write the figures and then ``result.json`` into ``directory`` (created), each
-    atomically, so that a ``result.json`` means a complete report: ``srs_<experiment>.png``
-    (fit over measurement with ±3/±6 dB bands, in ``srs_unit = (label, SI per unit)``, e.g.
-    ``("g", 9.80665)``, default SI; time histories as ``history_<experiment>.png``),
-    ``convergence.png`` and ``correlation.png``. Returns label → path."""
+    """:meth:`FitResult.save <identification.FitResult.save>` of ``result``: the figures, then
+    ``result.json``, each written atomically; returns label → path."""
     directory = Path(directory)
     paths: dict[str, Path] = {}
     for name, e in result.experiments.items():
