@@ -33,12 +33,12 @@ from identification._covariance import gauss_newton_covariance
 from identification._experiments import (
     DB_FLOOR,
     AbstractExperiment,
-    FunctionExperiment,
     SRSExperiment,
     misfit_report,
 )
 from identification._fit import fit
 from identification._fitters import LBFGS, AbstractFitter, Adam, GaussNewton, LevenbergMarquardt
+from identification._function_experiment import FunctionExperiment
 from identification._global import (
     CMAES,
     AbstractGlobalSearch,

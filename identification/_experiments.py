@@ -18,8 +18,8 @@ Concrete experiments:
   frequencies, and compare in dB: ``r = w · 20 log10(SRS_sim / SRS_meas)``;
 * :class:`TimeHistoryExperiment` (in ``_time_history``) — simulate and compare a sensor
   sample by sample, through a recorder's filter: ``r = w · (sim − meas) / scale``;
-* :class:`FunctionExperiment` — any ``predict_fn(model)`` (closed forms, surrogates, models that
-  are not simulated), compared in dB or linearly.
+* :class:`FunctionExperiment` (in ``_function_experiment``) — any ``predict_fn(model)`` (closed
+  forms, surrogates, models that are not simulated), compared in dB or linearly.
 
 Simulation failures do not stop a fit: by default ``simulate`` runs with ``throw=False``, and a
 failed run predicts NaN (so its residuals are NaN and a Levenberg–Marquardt trial step there is
@@ -29,8 +29,8 @@ rejected). Pass ``simulate_kwargs={"throw": True}`` to raise instead.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 import diffrax
 import equinox as eqx
@@ -47,7 +47,6 @@ from diffmbs.srs import KINDS, shock_response_spectrum
 __all__ = [
     "DB_FLOOR",
     "AbstractExperiment",
-    "FunctionExperiment",
     "SRSExperiment",
     "misfit_report",
 ]
@@ -215,6 +214,10 @@ class SRSExperiment(AbstractExperiment):
       Jacobians that Levenberg–Marquardt uses (``Problem(jac="fwd")``, the default). For
       reverse mode (``Problem(jac="bwd")``) pass ``{"adjoint":
       diffmbs.adjoint.DiscreteAdjoint()}``.
+    - ``record``: optional ``(times (n_r,) s, values (n_r,))``, the measured record the SRS
+      came from, in the sensor's unit, its times uniform and ``t = 0`` at the model's start
+      (earlier samples, a pretrigger, may come first). It is not fitted; it lets
+      :meth:`windowed` compare the first part of the test alone.
 
     ``residuals = w · 20 log10(SRS_sim / SRS_meas)`` in dB, shape ``(n_freq,)``.
     """
@@ -231,6 +234,8 @@ class SRSExperiment(AbstractExperiment):
     smooth: float | None = eqx.field(static=True)
     simulate_kwargs: dict[str, Any]
     dt: float = eqx.field(static=True)
+    record_ts: Array | None
+    record: Array | None
 
     def __init__(
         self,
@@ -245,6 +250,7 @@ class SRSExperiment(AbstractExperiment):
         weights: ArrayLike | None = None,
         smooth: float | None = None,
         simulate_kwargs: dict[str, Any] | None = None,
+        record: tuple[ArrayLike, ArrayLike] | None = None,
     ):
         self.name = name
         ts_np = _vector(ts, "ts", name)
@@ -274,6 +280,41 @@ class SRSExperiment(AbstractExperiment):
         self.kind = kind
         self.smooth = smooth
         self.simulate_kwargs = _default_simulate_kwargs(simulate_kwargs)
+        self.record_ts, self.record = None, None
+        if record is not None:
+            times = _vector(record[0], "record times", name)
+            values = _vector(record[1], "record", name, times.size)
+            if 0.5 / _uniform_dt(times, name) <= freqs_np.max():
+                raise ValueError(f"experiment {name!r}: frequency {freqs_np.max():g} Hz is at "
+                                 "or above the Nyquist frequency of the record")  # fmt: skip
+            self.record_ts, self.record = jnp.asarray(times), jnp.asarray(values)
+
+    def windowed(self, until_s: float) -> SRSExperiment:
+        """This test up to the time ``until_s`` (s) alone: the simulation ends there, and its
+        SRS is compared with the SRS of the measured :attr:`record` up to the same time.
+
+        A maximax SRS grows with the record only at the natural frequencies whose largest
+        response comes late — for a shock, the lowest. The window's misfit keeps the rest of
+        the spectrum at a fraction of a simulation's cost, and it leaves out the late record,
+        whose sensitivity to the parameters can grow without bound where impacts repeat
+        (data/mwsm3d/README.md): a global search ranks its candidates on it (``Stage.until_s``,
+        :func:`~identification.fit_in_stages`). Needs the record.
+        """
+        if self.record is None:
+            raise ValueError(f"experiment {self.name!r}: a window (until_s = {until_s:g} s) "
+                             "compares the SRS of the measured record's first part; give the "
+                             "record the SRS came from (a job's 'history')")  # fmt: skip
+        ts, times = np.asarray(self.ts), np.asarray(self.record_ts)
+        kept, recorded = ts <= until_s * (1 + 1e-9), times <= until_s * (1 + 1e-9)
+        if np.count_nonzero(kept) < 2 or np.count_nonzero(times[recorded] >= ts[0]) < 2:
+            raise ValueError(f"experiment {self.name!r}: the window up to {until_s:g} s holds "
+                             "fewer than two samples")  # fmt: skip
+        freqs = np.asarray(self.freqs)
+        measured = shock_response_spectrum(self.record[recorded], float(times[1] - times[0]),
+                                           freqs, damping=self.damping, kind=self.kind)  # fmt: skip
+        return SRSExperiment(self.name, self.model, self.sensor, ts[kept], freqs, measured,
+                             self.damping, self.kind, self.weights, self.smooth,
+                             self.simulate_kwargs, (self.record_ts, self.record))  # fmt: skip
 
     @property
     def abscissa(self) -> np.ndarray:
@@ -299,94 +340,6 @@ class SRSExperiment(AbstractExperiment):
 
     def residuals_from_prediction(self, prediction: Array) -> Array:
         return _db_residuals(prediction, self.measured, self.weights)
-
-
-class FunctionExperiment(AbstractExperiment):
-    """Any prediction ``predict_fn(model) -> (n,)`` compared with ``measured`` ``(n,)``.
-
-    - ``misfit="db"`` (default): ``r = w · 20 log10(pred / meas)`` (``measured`` > 0), as for
-      an SRS;
-    - ``misfit="linear"``: ``r = w · (pred − meas) / scale`` (``scale`` default 1).
-
-    ``predict_fn`` must be a pure JAX function of the model's leaves (it is jitted, vmapped and
-    differentiated); ``x`` ``(n,)`` is the abscissa for plots (default the frequencies
-    ``1..n``), ``x_label`` and ``units`` label them.
-    """
-
-    name: str = eqx.field(static=True)
-    model: Any
-    predict_fn: Callable[[Any], Array] = eqx.field(static=True)
-    measured: Array
-    weights: Array
-    misfit: str = eqx.field(static=True)
-    scale: float = eqx.field(static=True)
-    x: tuple[float, ...] = eqx.field(static=True)
-    x_label: str = eqx.field(static=True)
-    unit_label: str = eqx.field(static=True)
-
-    def __init__(
-        self,
-        name: str,
-        model: Any,
-        predict_fn: Callable[[Any], Array],
-        measured: ArrayLike,
-        *,
-        weights: ArrayLike | None = None,
-        misfit: Literal["db", "linear"] = "db",
-        scale: float = 1.0,
-        x: Sequence[float] | None = None,
-        x_label: str = "Natural frequency (Hz)",
-        units: str = "m/s²",
-    ):
-        self.name = name
-        meas = _vector(measured, "measured", name)
-        if misfit not in ("db", "linear"):
-            raise ValueError(f"experiment {name!r}: misfit must be 'db' or 'linear'")
-        if misfit == "db":
-            _positive(meas, "measured", name)
-        if not (np.isfinite(scale) and scale > 0):
-            raise ValueError(f"experiment {name!r}: scale must be positive, got {scale}")
-        shape = jax.eval_shape(predict_fn, model).shape
-        if shape != meas.shape:
-            raise ValueError(
-                f"experiment {name!r}: predict_fn(model) has shape {shape}, measured has "
-                f"{meas.shape}"
-            )
-        self.model = model
-        self.predict_fn = predict_fn
-        self.measured = jnp.asarray(meas)
-        self.weights = _weights(weights, meas.size, name)
-        self.misfit = misfit
-        self.scale = float(scale)
-        xs = np.arange(1, meas.size + 1.0) if x is None else _vector(x, "x", name, meas.size)
-        self.x = tuple(float(v) for v in xs)
-        self.x_label = x_label
-        self.unit_label = units
-
-    @property
-    def abscissa(self) -> np.ndarray:
-        return np.asarray(self.x)
-
-    @property
-    def abscissa_label(self) -> str:
-        return self.x_label
-
-    @property
-    def in_db(self) -> bool:
-        return self.misfit == "db"
-
-    @property
-    def units(self) -> str:
-        return self.unit_label
-
-    def predict(self, model: Any) -> Array:
-        return jnp.asarray(self.predict_fn(model))
-
-    def residuals_from_prediction(self, prediction: Array) -> Array:
-        pred = prediction
-        if self.misfit == "db":
-            return _db_residuals(pred, self.measured, self.weights)
-        return self.weights * (pred - self.measured) / self.scale
 
 
 def misfit_report(

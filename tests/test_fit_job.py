@@ -366,5 +366,43 @@ def test_a_stage_frees_only_fitted_parameters(tmp_path):
 def test_stages_need_a_record(tmp_path):
     stages = '[fit]\nstages = [{{ band_hz = 30.0 }}]\nglobal = "none"'
     job = write_job(tmp_path, FIT_JOB.replace("[fit]", stages))
-    with pytest.raises(ConfigError, match=r"fit\.stages: the job has no time-history"):
+    with pytest.raises(ConfigError, match=r"fit\.stages: the problem has no time-history "
+                                          "experiment and no SRS with its measured record"):
         run_fit_job(job, tmp_path / "out", progress=False)
+
+
+def test_an_srs_job_searches_over_a_window_of_its_records_then_fits_them_whole(tmp_path):
+    """history_weight = 0: the record is not fitted but windows the SRS. The global stage and
+    the first local fit compare the SRS of the first 50 ms (a 50 ms simulation) with the SRS
+    of the record's first 50 ms, its pretrigger included; the last fit the whole 0.15 s."""
+    source = np.genfromtxt(ROOT / "data" / "mwsm" / "test_2ft_accel.csv", delimiter=",",
+                           names=True)  # fmt: skip
+    times = np.arange(-20, source.size) * 1e-4  # 2 ms of pretrigger, at rest
+    accel = np.concatenate([np.zeros(20), source["equipment_accel_g"]])
+    record = tmp_path / "record.csv"
+    diffmbs.io.write_csv_atomic(record, ["time_s", "equipment_accel_g"], [times, accel])
+    text = FIT_JOB.replace('srs = "{srs}"', f'srs = "{{srs}}"\nhistory = "{record.as_posix()}"'
+                           "\nhistory_weight = 0.0").replace(  # fmt: skip
+        "population = 8\ngenerations = 6", "population = 6\ngenerations = 2"
+    ).replace("max_iterations = 8", "max_iterations = 3\nstages = [{{ until_s = 0.05 }}]")
+    assert "history_weight = 0.0" in text and "until_s" in text and "generations = 2" in text
+    job = write_job(tmp_path, text)
+    problem = problem_from_job(load_job(job))
+    (srs,) = problem.experiments  # the record alone is not fitted
+    assert float(srs.record_ts[0]) == pytest.approx(-2e-3) and srs.record.shape == (1521,)
+    result = run_fit_job(job, tmp_path / "out", progress=False)
+    assert result.search["evaluations"] == 12
+    first, whole = result.stages
+    assert first["until_s"] == 0.05 and whole["until_s"] is None
+    z = problem.space.to_unconstrained(
+        jnp.asarray([first["parameters"][n] for n in problem.space.names]))  # fmt: skip
+    window = idf.in_stage(problem, idf.Stage(until_s=0.05))
+    assert window.experiments[0].ts.shape == (501,)
+    assert float(window.loss(z)) == pytest.approx(first["loss"], rel=1e-6)
+    assert float(problem.loss(z)) == pytest.approx(whole["start_loss"], rel=1e-6)
+    assert whole["start_loss"] != pytest.approx(first["loss"], rel=1e-3)  # not the same misfit
+
+    fitted = job.with_name("fitted.toml")  # the record fitted too: from t = 0 on
+    fitted.write_text(job.read_text().replace("history_weight = 0.0", "history_weight = 1.0"))
+    history = problem_from_job(load_job(fitted)).experiment("drop_2ft:history")
+    assert float(history.ts[0]) == 0.0 and history.ts.shape == (1501,)

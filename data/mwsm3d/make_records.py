@@ -16,7 +16,8 @@ Each test is the study's sequence: static equilibrium with the hammer held, rele
 the blow and 0.5 s after it, simulated at rtol 1e-7 and saved at 50 kHz from 50 ms before the
 blow. The top-face acceleration then passes through a measurement chain: white accelerometer
 noise, a causal 4-pole Butterworth anti-aliasing filter at 2.5 kHz, and decimation to 10 kHz.
-Needs scipy (a dev dependency) for the filter. The truth values are in TRUTH and README.md.
+The records' time is counted from the blow (the trigger), so t = 0 is where a fit's model
+starts (``start = "impact"``: 1 mm above the anvil, 0.3–0.4 ms before contact). Needs scipy (a dev dependency) for the filter. The truth values are in TRUTH and README.md.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def truth_parameters() -> dict[str, float]:
 
 
 def measure(equipment: str, drop_height_ft: float, rng: np.random.Generator):
-    """``(time since release s, measured top-face vertical acceleration g)`` of one test."""
+    """``(time since the blow s, measured top-face vertical acceleration g)`` of one test."""
     model = mwsm3d(equipment=equipment, drop_height_ft=drop_height_ft, **TRUTH)
     blow = model.full.fall_time
     n = int(round((BEFORE_S + AFTER_S) * SIM_RATE_HZ))
@@ -108,7 +109,9 @@ def measure(equipment: str, drop_height_ft: float, rng: np.random.Generator):
     noisy = accel_g + rng.normal(0.0, NOISE_RMS_G, accel_g.shape)
     b, a = scipy.signal.butter(4, ANTI_ALIAS_HZ, fs=SIM_RATE_HZ)
     filtered = scipy.signal.lfilter(b, a, noisy)
-    return ts[::DECIMATION], filtered[::DECIMATION]
+    first = -int(round(BEFORE_S * SIM_RATE_HZ / DECIMATION))
+    return (first + np.arange(filtered[::DECIMATION].size)) * DECIMATION / SIM_RATE_HZ, \
+        filtered[::DECIMATION]
 
 
 def main() -> None:

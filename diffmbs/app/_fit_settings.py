@@ -15,7 +15,9 @@
     multistart = 16                  # without a global stage: LHS samples scored in one vmap
     stages = [{ band_hz = 30.0, until_s = 0.025 }, { band_hz = 100.0 }]
                                      # time histories: fit low-passed (and cut) first, stage by
-                                     # stage, then whole (identification.fit_in_stages)
+                                     # stage, then whole (identification.fit_in_stages); SRS
+                                     # with their record: until_s = the SRS of the first part;
+                                     # the global stage runs in the first stage
     seed = 0
     checkpoint_every = 2
     profiles = ["k_stop"]            # profile-likelihood intervals (true: every parameter)

@@ -39,6 +39,7 @@ from identification import (
     srs_sensitivity,
 )
 from identification._problem import evaluate
+from identification._stages import check_stageable
 
 from ._schema import ExperimentSpec, Job, load_job
 from ._tables import ConfigError
@@ -122,8 +123,9 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
         if spec.profile_path is not None:  # a worn surface's profile
             experiments.append(profile_experiment(job, i, spec, options))
             continue
-        if spec.srs_path is None and spec.history_path is not None:  # a record alone
-            experiments.append(_history_experiment(job, i, spec, None, options))
+        record = _record(job, i, spec) if spec.history_path is not None and measured else None
+        if spec.srs_path is None and record is not None:  # a record alone
+            experiments.append(_history_experiment(job, i, spec, record, None, options))
             continue
         if spec.srs_path is not None:
             freqs, values = read_spectrum_csv(spec.srs_path)
@@ -138,10 +140,10 @@ def problem_from_job(job: Job | str | Path, *, measured: bool = True) -> Problem
             experiments.append(
                 SRSExperiment(spec.name, spec.model, sim.sensor, sim.sample_times(), freqs,
                               values, damping=job.srs.damping, kind=job.srs.kind,
-                              simulate_kwargs=options)  # fmt: skip
+                              simulate_kwargs=options, record=record)  # fmt: skip
             )
-            if spec.history_path is not None and measured:
-                experiments.append(_history_experiment(job, i, spec, len(freqs), options))
+            if record is not None and spec.history_weight > 0:
+                experiments.append(_history_experiment(job, i, spec, record, len(freqs), options))
         except ValueError as err:
             raise ConfigError(f"experiments[{i}]: {err}") from err
     if not measured:  # no records in this problem: per-test values apply to the tests alone
@@ -160,12 +162,10 @@ def _without_histories(prm: Parameter) -> Parameter:
                      tests, prm.units)  # fmt: skip
 
 
-def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int | None, options):
-    """The measured record of a test as a :class:`~identification.TimeHistoryExperiment`, sample
-    by sample in its own times up to ``[simulation] duration_s`` (t = 0 is the model's start:
-    align the record's trigger to it), through the test's recorder, residuals scaled by the
-    record's RMS. Beside the test's SRS (``n_srs`` points) it is ``"<test>:history"``, weighted
-    so that it counts ``history_weight`` times as much as the SRS; alone it is the test."""
+def _record(job: Job, i: int, spec: ExperimentSpec) -> tuple[np.ndarray, np.ndarray]:
+    """``(times s, values SI)`` of a test's measured record (``history``), t = 0 the model's
+    start; samples before it (a pretrigger) kept, samples after ``[simulation] duration_s``
+    dropped."""
     path, channel = spec.history_path, spec.history_channel
     # A CSV record is in its history_units, else the [srs] unit; the lab formats state theirs.
     units = None if path.suffix.lower() in LAB_FORMATS else (spec.history_units or job.srs.units)
@@ -181,10 +181,22 @@ def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int | Non
         )
     (measured,) = record.channels.values()
     kept = record.time <= job.simulation.duration_s * (1 + 1e-9)
-    if np.count_nonzero(kept) < 2:
-        raise ConfigError(f"{where}: {path.name} has fewer than two samples within "
-                          f"simulation.duration_s = {job.simulation.duration_s:g} s")  # fmt: skip
-    times, measured = record.time[kept], measured[kept]
+    if np.count_nonzero(kept & (record.time >= 0.0)) < 2:
+        raise ConfigError(f"{where}: {path.name} has fewer than two samples between t = 0 (the "
+                          f"model's start) and simulation.duration_s = "
+                          f"{job.simulation.duration_s:g} s")  # fmt: skip
+    return record.time[kept], measured[kept]
+
+
+def _history_experiment(job: Job, i: int, spec: ExperimentSpec, record, n_srs: int | None,
+                        options):  # fmt: skip
+    """The measured ``record`` of a test as a :class:`~identification.TimeHistoryExperiment`,
+    sample by sample from t = 0 (the model's start: align the record's trigger to it), through
+    the test's recorder, residuals scaled by the record's RMS. Beside the test's SRS (``n_srs``
+    points) it is ``"<test>:history"``, weighted so that it counts ``history_weight`` times as
+    much as the SRS; alone it is the test."""
+    times, measured = record
+    times, measured = times[times >= 0.0], measured[times >= 0.0]
     weight = spec.history_weight * (1.0 if n_srs is None else np.sqrt(n_srs / measured.size))
     name = spec.name if n_srs is None else f"{spec.name}:history"
     try:
@@ -192,7 +204,7 @@ def _history_experiment(job: Job, i: int, spec: ExperimentSpec, n_srs: int | Non
                                      weights=np.full(measured.size, weight),
                                      simulate_kwargs=options, recorder=spec.recorder)  # fmt: skip
     except ValueError as err:
-        raise ConfigError(f"{where}: {err}") from None
+        raise ConfigError(f"experiments[{i}].history: {err}") from None
 
 
 def run_fit_job(
@@ -280,14 +292,18 @@ def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -
     stages to the whole record (:func:`~identification.fit_in_stages`)."""
     iterations = max_iterations or settings.max_iterations
     stages = settings.stages
-    if stages and not any(isinstance(e, TimeHistoryExperiment) for e in problem.experiments):
-        raise ConfigError("fit.stages: the job has no time-history experiment to stage")
+    if stages:
+        try:
+            check_stageable(problem)
+            first = in_stage(problem, stages[0])
+        except ValueError as err:
+            raise ConfigError(f"fit.stages: {err}") from None
     for i, stage in enumerate(stages):
         unknown = [n for n in stage.free or () if n not in problem.space.names]
         if unknown:
             raise ConfigError(f"fit.stages[{i}].free: {unknown} are not fitted parameters; have "
                               f"{', '.join(problem.space.names)}")  # fmt: skip
-    first = in_stage(problem, stages[0]) if stages else problem
+    first = first if stages else problem
     search = settings.search(problem.space)
     start = None
     if search is not None:

@@ -23,10 +23,12 @@ sweeps and sensitivities the parameters::
     name = "drop_1ft"
     srs = "test_1ft_srs.csv"         # relative to this file: frequency_Hz, value columns
     history = "test_1ft_accel.csv"   # the record itself, fitted with the SRS or alone (CSV,
-                                     # .tdms, .mf4, .uff/.unv, .mat, .h5: by suffix); its
-                                     # samples after duration_s are not fitted
+                                     # .tdms, .mf4, .uff/.unv, .mat, .h5: by suffix), t = 0
+                                     # the model's start; its samples before 0 (a pretrigger)
+                                     # and after duration_s are not fitted
     history_channel = "top_face"     # its channel, where the file has several
-    history_weight = 1.0             # its weight relative to the SRS of the test
+    history_weight = 1.0             # its weight relative to the SRS of the test; 0: not
+                                     # fitted, only the SRS over a stage's window (until_s)
     history_units = "m/s2"          # a CSV record's unit (default: [srs] units)
     recorder = { cutoff_hz = 2000.0, order = 4, oversample = 10, differentiate = false }
                                      # the record's anti-alias filter (diffmbs.recorder),
@@ -249,7 +251,8 @@ class SweepSettings:
 class ExperimentSpec:
     """One test: its name, its model (the shared options plus its own), its measured SRS file
     and/or its measured time history (``history_path``, its channel ``history_channel`` where
-    it has several, fitted jointly with the SRS with the relative weight ``history_weight``;
+    it has several, fitted jointly with the SRS with the relative weight ``history_weight``, 0:
+    kept for the SRS over a stage's window alone;
     ``history_units`` of a CSV record, default the ``[srs]`` units; the ``recorder`` it went
     through), or a worn surface's measured profile (``profile_path``, ``profile_surface``, the
     instrument's roundness filter ``profile_filter_upr``)."""
@@ -338,7 +341,9 @@ def _experiments(raw, model_table, base_dir: Path) -> tuple[ExperimentSpec, ...]
             history_path = (base_dir / read_string(table, "history", where)).resolve()
             if not history_path.is_file():
                 raise ConfigError(f"{where}.history: file not found: {history_path}")
-        weight = read_number(table, "history_weight", where, 1.0)
+        weight = read_number(table, "history_weight", where, 1.0, positive=False)
+        if weight < 0:
+            raise ConfigError(f"{where}.history_weight: expected ≥ 0, got {weight:g}")
         channel = (read_string(table, "history_channel", where)
                    if "history_channel" in table else None)  # fmt: skip
         units = read_string(table, "history_units", where) if "history_units" in table else None
