@@ -112,10 +112,13 @@ def fit_in_stages(
     checkpoint_every: int = 2,
     resume: bool = False,
     progress: bool = True,
+    first_fit: FitResult | None = None,
 ) -> FitResult:
     """Fit ``problem`` through ``stages`` and then as given, each stage with ``fitter`` (default
     Levenberg–Marquardt) for at most ``max_iterations`` from where the stage before ended (the
-    first from ``z0``, default the initial values).
+    first from ``z0``, default the initial values). ``first_fit``: the first stage's fit, done
+    already (a global stage's refinement, over every parameter, in the first stage): the stages
+    go on from its end.
 
     Returns the last stage's :class:`~identification.FitResult` (its uncertainty is the whole
     record's); its ``stages`` list every stage's label, band, window, free parameters, start
@@ -132,6 +135,10 @@ def fit_in_stages(
     z = np.asarray(problem.initial_z if z0 is None else z0, dtype=float)
     last = len(stages)
     for i, stage in enumerate([*stages, Stage()]):
+        if i == 0 and first_fit is not None:
+            z, result = np.asarray(first_fit.z, dtype=float), first_fit
+            done.append(_record(problem, stage, z, result))
+            continue
         staged = in_stage(problem, stage)
         free = list(range(len(z))) if stage.free is None else [
             problem.space.index(n) for n in stage.free]  # fmt: skip
@@ -147,11 +154,15 @@ def fit_in_stages(
         )  # fmt: skip
         z = z.copy()
         z[free] = result.z
-        values = np.asarray(problem.space.from_unconstrained(z)).tolist()
-        done.append({"stage": stage.label(), "band_hz": stage.band_hz, "until_s": stage.until_s,
-                     "free": None if stage.free is None else list(stage.free),
-                     "parameters": dict(zip(problem.space.names, values, strict=True)),
-                     "start_loss": result.loss_history[0], "loss": result.loss,
-                     "iterations": result.iterations, "message": result.message})  # fmt: skip
+        done.append(_record(problem, stage, z, result))
     result.stages = done
     return result
+
+
+def _record(problem: Problem, stage: Stage, z: np.ndarray, result: FitResult) -> dict:
+    values = np.asarray(problem.space.from_unconstrained(z)).tolist()
+    return {"stage": stage.label(), "band_hz": stage.band_hz, "until_s": stage.until_s,
+            "free": None if stage.free is None else list(stage.free),
+            "parameters": dict(zip(problem.space.names, values, strict=True)),
+            "start_loss": result.loss_history[0], "loss": result.loss,
+            "iterations": result.iterations, "message": result.message}  # fmt: skip

@@ -78,6 +78,6 @@ def test_a_stage_windows_srs_and_needs_their_record(record_experiment):
 
 def test_a_record_below_the_spectrums_nyquist_is_refused(record_experiment):
     experiment, times, record = record_experiment
-    with pytest.raises(ValueError, match=r"experiment 'drop': frequency [\d.]+ Hz .* of the record"):
+    with pytest.raises(ValueError, match=r"'drop': frequency [\d.]+ Hz .* of the record"):
         idf.SRSExperiment("drop", experiment.model, SENSOR, experiment.ts, FREQS,
                           experiment.measured, record=(times[::8], record[::8]))  # fmt: skip

@@ -17,7 +17,8 @@ the blow and 0.5 s after it, simulated at rtol 1e-7 and saved at 50 kHz from 50 
 blow. The top-face acceleration then passes through a measurement chain: white accelerometer
 noise, a causal 4-pole Butterworth anti-aliasing filter at 2.5 kHz, and decimation to 10 kHz.
 The records' time is counted from the blow (the trigger), so t = 0 is where a fit's model
-starts (``start = "impact"``: 1 mm above the anvil, 0.3–0.4 ms before contact). Needs scipy (a dev dependency) for the filter. The truth values are in TRUTH and README.md.
+starts (``start = "impact"``: 1 mm above the anvil, 0.3–0.4 ms before contact). Needs scipy
+(a dev dependency) for the filter. The truth values are in TRUTH and README.md.
 """
 
 from __future__ import annotations

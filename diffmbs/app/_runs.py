@@ -330,10 +330,11 @@ def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -
     if stages:
         status(f"local fits in stages ({'; '.join(s.label() for s in stages)}), then the "
                "whole record")  # fmt: skip
+        refined = start is not None and settings.refine + settings.refine_initial > 0
         result = fit_in_stages(problem, stages, settings.fitter(), z0=z0,
                                max_iterations=iterations, checkpoint_dir=out_dir,
                                checkpoint_every=settings.checkpoint_every, resume=resume,
-                               progress=progress)  # fmt: skip
+                               progress=progress, first_fit=start if refined else None)  # fmt: skip
         if start is not None:  # the global stage's losses are the first stage's: not the fit's
             result.search = {k: v for k, v in start.search.items() if k != "plausible"}
         return result
