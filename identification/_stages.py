@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
@@ -36,7 +37,7 @@ from identification._problem import Problem, holding
 from identification._results import FitResult
 from identification._time_history import TimeHistoryExperiment
 
-__all__ = ["Stage", "check_stageable", "fit_in_stages", "in_stage"]
+__all__ = ["Stage", "check_stageable", "fit_in_stages", "in_stage", "stage_problem"]
 
 
 class Stage(NamedTuple):
@@ -101,6 +102,21 @@ def _checked(stages: Sequence[Stage | tuple], names: tuple[str, ...]) -> list[St
     return out
 
 
+def stage_problem(problem: Problem, stage: Stage, z: ArrayLike) -> tuple[Problem, list[int]]:
+    """``(the problem of stage, the indices of its free parameters)``: ``problem`` compared as
+    ``stage`` says (:func:`in_stage`), the parameters outside ``stage.free`` held at their
+    values at ``z`` (unconstrained, every parameter); its ``z`` is ``z[free]``."""
+    staged = in_stage(problem, stage)
+    n = problem.n_parameters
+    free = list(range(n)) if stage.free is None else [problem.space.index(name)
+                                                       for name in stage.free]  # fmt: skip
+    held = [j for j in range(n) if j not in free]
+    if held:
+        values = np.asarray(problem.space.from_unconstrained(jnp.asarray(z, dtype=float)))
+        staged = holding(staged, held, values[held])
+    return staged, free
+
+
 def fit_in_stages(
     problem: Problem,
     stages: Sequence[Stage | tuple],
@@ -117,8 +133,8 @@ def fit_in_stages(
     """Fit ``problem`` through ``stages`` and then as given, each stage with ``fitter`` (default
     Levenberg–Marquardt) for at most ``max_iterations`` from where the stage before ended (the
     first from ``z0``, default the initial values). ``first_fit``: the first stage's fit, done
-    already (a global stage's refinement, over every parameter, in the first stage): the stages
-    go on from its end.
+    already (a global stage and its refinement, over :func:`stage_problem` of the first stage
+    at ``z0``): the stages go on from its end.
 
     Returns the last stage's :class:`~identification.FitResult` (its uncertainty is the whole
     record's); its ``stages`` list every stage's label, band, window, free parameters, start
@@ -135,17 +151,12 @@ def fit_in_stages(
     z = np.asarray(problem.initial_z if z0 is None else z0, dtype=float)
     last = len(stages)
     for i, stage in enumerate([*stages, Stage()]):
+        staged, free = stage_problem(problem, stage, z)
         if i == 0 and first_fit is not None:
-            z, result = np.asarray(first_fit.z, dtype=float), first_fit
+            z, result = z.copy(), first_fit
+            z[free] = first_fit.z
             done.append(_record(problem, stage, z, result))
             continue
-        staged = in_stage(problem, stage)
-        free = list(range(len(z))) if stage.free is None else [
-            problem.space.index(n) for n in stage.free]  # fmt: skip
-        held = [j for j in range(len(z)) if j not in free]
-        if held:
-            values = np.asarray(problem.space.from_unconstrained(z))
-            staged = holding(staged, held, values[held])
         result = fit(
             staged, fitter, z0=z[free], max_iterations=max_iterations,
             checkpoint=None if folder is None else folder / f"stage_{i}.npz",

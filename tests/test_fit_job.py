@@ -373,8 +373,9 @@ def test_stages_need_a_record(tmp_path):
 
 def test_an_srs_job_searches_over_a_window_of_its_records_then_fits_them_whole(tmp_path):
     """history_weight = 0: the record is not fitted but windows the SRS. The global stage and
-    the first local fit compare the SRS of the first 50 ms (a 50 ms simulation) with the SRS
-    of the record's first 50 ms, its pretrigger included; the last fit the whole 0.15 s."""
+    its local fit compare the SRS of the first 50 ms (a 50 ms simulation) with the SRS of the
+    record's first 50 ms, its pretrigger included, over the stage's free parameter (the other
+    held at its start); the last fit frees both over the whole 0.15 s."""
     source = np.genfromtxt(ROOT / "data" / "mwsm" / "test_2ft_accel.csv", delimiter=",",
                            names=True)  # fmt: skip
     times = np.arange(-20, source.size) * 1e-4  # 2 ms of pretrigger, at rest
@@ -384,16 +385,24 @@ def test_an_srs_job_searches_over_a_window_of_its_records_then_fits_them_whole(t
     text = FIT_JOB.replace('srs = "{srs}"', f'srs = "{{srs}}"\nhistory = "{record.as_posix()}"'
                            "\nhistory_weight = 0.0").replace(  # fmt: skip
         "population = 8\ngenerations = 6", "population = 6\ngenerations = 2"
-    ).replace("max_iterations = 8", "max_iterations = 3\nstages = [{{ until_s = 0.05 }}]")
+    ).replace("max_iterations = 8", 'max_iterations = 3\nstages = [{{ until_s = 0.05, free = '
+                                     '["k_channel"] }}]') + (
+        '[[parameters]]\nname = "chi_impact"\npath = "impact.damping"\nlower = 0.02\n'
+        "upper = 2.0\nper_experiment = true\n")  # fmt: skip
     assert "history_weight = 0.0" in text and "until_s" in text and "generations = 2" in text
     job = write_job(tmp_path, text)
     problem = problem_from_job(load_job(job))
     (srs,) = problem.experiments  # the record alone is not fitted
+    chi = problem.space.parameters[problem.space.index("chi_impact@drop_2ft")]
+    assert chi.experiments == ("drop_2ft",)
     assert float(srs.record_ts[0]) == pytest.approx(-2e-3) and srs.record.shape == (1521,)
     result = run_fit_job(job, tmp_path / "out", progress=False)
     assert result.search["evaluations"] == 12
     first, whole = result.stages
     assert first["until_s"] == 0.05 and whole["until_s"] is None
+    zeta_start = problem.space.initial[1]
+    assert first["parameters"]["zeta_channel"] == pytest.approx(zeta_start, rel=1e-12)  # held
+    assert result.parameters["zeta_channel"] != pytest.approx(zeta_start, rel=1e-6)
     z = problem.space.to_unconstrained(
         jnp.asarray([first["parameters"][n] for n in problem.space.names]))  # fmt: skip
     window = idf.in_stage(problem, idf.Stage(until_s=0.05))

@@ -442,12 +442,22 @@ def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
         assert 2.0 <= max(by_name[name].initial / value, value / by_name[name].initial) <= 5.0
     offset = by_name["impact_offset"]  # a distance: the vertical SRS does not see its sign
     assert offset.lower == 0.0 and offset.initial < 0.03 < offset.upper and len(offset.paths) == 2
-    from diffmbs.io import read_spectrum_csv
+    from diffmbs.io import read_record, read_spectrum_csv
+    from identification import Stage
 
+    # The global stage ranks candidates on the records' first 0.15 s (their SRS), the records
+    # timed from the blow, where the fitted model starts; they are not fitted themselves.
+    assert job.fit.stages == (Stage(until_s=0.15),)
     for e in job.experiments:
         space.validate(e.model, e.name)
         freqs, srs = read_spectrum_csv(e.srs_path)
         assert freqs[0] == pytest.approx(5.0) and freqs[-1] <= 1000.0 and np.all(srs > 0)
+        record = read_record(e.history_path)
+        assert e.history_weight == 0.0 and record.dt == pytest.approx(1e-4)
+        assert record.time[0] == pytest.approx(-0.05) and record.time[-1] == pytest.approx(0.5)
+        (accel,) = record.channels.values()  # the bundled SRS is the whole record's
+        np.testing.assert_allclose(shock_response_spectrum(accel / G, record.dt, freqs), srs,
+                                   rtol=1e-9)  # fmt: skip
 
 
 @pytest.mark.slow  # 11 min on 2 cores: 60,000 fixed steps, forward mode and two runs

@@ -29,7 +29,6 @@ from identification import (
     fit,
     fit_in_stages,
     global_fit,
-    in_stage,
     multistart,
     plot_corner,
     profile_likelihood,
@@ -39,7 +38,7 @@ from identification import (
     srs_sensitivity,
 )
 from identification._problem import evaluate
-from identification._stages import check_stageable
+from identification._stages import check_stageable, stage_problem
 
 from ._schema import ExperimentSpec, Job, load_job
 from ._tables import ConfigError
@@ -288,23 +287,31 @@ def output_lock(out_dir: Path):
 
 def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -> FitResult:
     """The global stage and local fits, or the local fit alone (see :func:`run_fit_job`); with
-    ``[fit] stages`` both run in the first stage and the local fitter then goes on through the
-    stages to the whole record (:func:`~identification.fit_in_stages`)."""
+    ``[fit] stages`` both run in the first stage (its window, its free parameters) and the local
+    fitter then goes on through the stages to the whole record
+    (:func:`~identification.fit_in_stages`)."""
     iterations = max_iterations or settings.max_iterations
     stages = settings.stages
-    if stages:
-        try:
-            check_stageable(problem)
-            first = in_stage(problem, stages[0])
-        except ValueError as err:
-            raise ConfigError(f"fit.stages: {err}") from None
     for i, stage in enumerate(stages):
         unknown = [n for n in stage.free or () if n not in problem.space.names]
         if unknown:
             raise ConfigError(f"fit.stages[{i}].free: {unknown} are not fitted parameters; have "
                               f"{', '.join(problem.space.names)}")  # fmt: skip
-    first = first if stages else problem
-    search = settings.search(problem.space)
+    # The global stage (or multistart) runs in the first stage: its window, its free parameters.
+    first, free = problem, list(range(problem.n_parameters))
+    if stages:
+        try:
+            check_stageable(problem)
+            first, free = stage_problem(problem, stages[0], problem.initial_z)
+        except ValueError as err:
+            raise ConfigError(f"fit.stages: {err}") from None
+
+    def every_parameter(z_first) -> np.ndarray:  # a point of the first stage, held ones added
+        z = np.array(problem.initial_z, dtype=float)
+        z[free] = z_first
+        return z
+
+    search = settings.search(first.space)
     start = None
     if search is not None:
         local_fits = settings.refine + settings.refine_initial
@@ -320,11 +327,11 @@ def _fit(problem, settings, out_dir, max_iterations, resume, progress, status) -
         if not stages:
             return start
     checkpoint = out_dir / "checkpoint.npz"
-    z0 = None if start is None else start.z
+    z0 = None if start is None else every_parameter(start.z)
     if start is None and settings.multistart and not (resume and checkpoint.exists()):
         status(f"multistart: {settings.multistart} samples")
         starts = multistart(first, settings.multistart, seed=settings.seed, n_best=1)
-        z0 = starts.z[0]
+        z0 = every_parameter(starts.z[0])
         if starts.loss[0] > float(first.loss(first.initial_z)):
             z0 = None  # the configured initial values are better than every sample
     if stages:

@@ -451,7 +451,8 @@ def _parameters(tables: Any, experiments: tuple[ExperimentSpec, ...]) -> Paramet
             raise ConfigError(f"{where}.transform: {transform!r} is not one of {TRANSFORMS}")
         per_experiment = read_bool(table, "per_experiment", where, False)
         # A test's own value also applies to its measured record (experiment "<test>:history").
-        groups = [(e.name, f"{e.name}:history") if e.history_path and e.srs_path else (e.name,)
+        groups = [(e.name, f"{e.name}:history") if e.history_path and e.srs_path
+                  and e.history_weight > 0 else (e.name,)
                   for e in experiments] if per_experiment else [None]  # fmt: skip
         for group in groups:
             label = name if group is None else f"{name}@{group[0]}"
