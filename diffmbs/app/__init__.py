@@ -14,12 +14,8 @@ It sits on top of everything else (no module below imports it):
 """
 
 from diffmbs.app._models import ENTRY_POINT_GROUP, MODELS, ModelSource, find_model
-from diffmbs.app._runs import (
-    problem_from_job,
-    run_fit_job,
-    run_sensitivity_job,
-    simulate_experiment,
-)
+from diffmbs.app._problem_job import problem_from_job
+from diffmbs.app._runs import run_fit_job, run_sensitivity_job, simulate_experiment
 from diffmbs.app._schema import (
     FIT_METHODS,
     ExperimentSpec,

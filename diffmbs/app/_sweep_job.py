@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from diffmbs.io import atomic_write, write_csv_atomic
 from identification import grid_values, sample_values, sweep
 
-from ._runs import _job, problem_from_job
+from ._problem_job import _job, problem_from_job
 from ._schema import Job
 
 __all__ = ["join_processes", "run_sweep_job"]
