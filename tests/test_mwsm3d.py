@@ -445,9 +445,9 @@ def test_fit_job_loads_the_three_tests_with_shared_machine_parameters():
     from diffmbs.io import read_record, read_spectrum_csv
     from identification import Stage
 
-    # The global stage ranks candidates on the records' first 0.15 s (their SRS), the records
-    # timed from the blow, where the fitted model starts; they are not fitted themselves.
-    assert job.fit.stages == (Stage(until_s=0.15),)
+    # The global stage ranks candidates on the records' first 0.25 s (their SRS); the records,
+    # timed from the blow where the fitted model starts, are not fitted themselves.
+    assert job.fit.stages == (Stage(until_s=0.25),)
     for e in job.experiments:
         space.validate(e.model, e.name)
         freqs, srs = read_spectrum_csv(e.srs_path)
