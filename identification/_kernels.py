@@ -42,12 +42,18 @@ Paths = tuple[tuple[str, ...], ...]
 
 
 def anonymous(experiment: AbstractExperiment) -> AbstractExperiment:
-    """``experiment`` with its (static) name blanked, so that compiled kernels are keyed by its
-    structure alone. Its name is used only in reports and construction errors."""
-    if experiment.name == "":
+    """``experiment`` with its (static) name blanked and without the measured record an SRS may
+    hold (only its windows use it: records of other lengths would key other programs), so that
+    compiled kernels are keyed by its structure alone. Its name is used only in reports and
+    construction errors."""
+    record = getattr(experiment, "record", None)
+    if experiment.name == "" and record is None:
         return experiment
     twin = copy.copy(experiment)
     object.__setattr__(twin, "name", "")  # a frozen dataclass field: the copy is private
+    if record is not None:
+        object.__setattr__(twin, "record", None)
+        object.__setattr__(twin, "record_ts", None)
     return twin
 
 

@@ -1,6 +1,7 @@
 """An SRS over a window (``SRSExperiment.windowed``, ``Stage(until_s=...)``): the measured
 record's first part against a simulation that short, checked against scipy."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -81,3 +82,17 @@ def test_a_record_below_the_spectrums_nyquist_is_refused(record_experiment):
     with pytest.raises(ValueError, match=r"'drop': frequency [\d.]+ Hz .* of the record"):
         idf.SRSExperiment("drop", experiment.model, SENSOR, experiment.ts, FREQS,
                           experiment.measured, record=(times[::8], record[::8]))  # fmt: skip
+
+
+def test_records_of_other_lengths_leave_one_compiled_kernel(record_experiment):
+    """Kernels are keyed by an experiment's structure and shapes: the record an SRS holds for
+    its windows is not part of them."""
+    from identification._kernels import anonymous
+
+    experiment, times, record = record_experiment
+    shorter = idf.SRSExperiment("other", experiment.model, SENSOR, experiment.ts, FREQS,
+                                experiment.measured, record=(times[:-7], record[:-7]))  # fmt: skip
+    keys = [(jax.tree.structure(twin), [np.shape(x) for x in jax.tree.leaves(twin)])
+            for twin in (anonymous(experiment), anonymous(shorter))]
+    assert keys[0] == keys[1]
+    assert anonymous(shorter).record is None and shorter.record.shape == (1044,)
