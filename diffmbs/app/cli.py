@@ -137,11 +137,13 @@ Fit model parameters to measured shock response spectra, all tests of a TOML job
 
 The misfit is the mean square of 20 log10(SRS_simulated / SRS_measured) over the measured
 frequencies of every experiment; gradients come from the simulation itself (forward-mode
-automatic differentiation), not from finite differences. The job file's [[parameters]] name
-the fitted model parameters with bounds and transforms (per_experiment = true gives each test
-its own value). With finite bounds a global search runs first (CMA-ES, each generation one
-batch of simulations), then the local fitter ([fit] method: levenberg_marquardt, gauss_newton,
-adam, lbfgs) from the best distinct candidates; [fit] global = "none" skips it.
+automatic differentiation), or with [fit] jacobian = "differences" are slopes over a step (a
+misfit rough on a finer scale). The job file's [[parameters]] name the fitted model parameters
+with bounds and transforms (per_experiment = true gives each test its own value). With finite
+bounds a global search runs first (CMA-ES, each generation one batch of simulations), then the
+local fitter ([fit] method: levenberg_marquardt, gauss_newton, adam, lbfgs) from the best
+distinct candidates; [fit] global = "none" skips it. With [fit] stages both run in the first
+stage (a band or window of the records), the local fitter then through the rest.
 
 Writes into --out: result.json last (parameters, standard deviations and correlations from the
 Gauss-Newton covariance, widened when the residuals show model discrepancy; loss history;
