@@ -102,15 +102,18 @@ def _checked(stages: Sequence[Stage | tuple], names: tuple[str, ...]) -> list[St
     return out
 
 
+def _free(problem: Problem, stage: Stage) -> list[int]:
+    if stage.free is None:
+        return list(range(problem.n_parameters))
+    return [problem.space.index(name) for name in stage.free]
+
+
 def stage_problem(problem: Problem, stage: Stage, z: ArrayLike) -> tuple[Problem, list[int]]:
     """``(the problem of stage, the indices of its free parameters)``: ``problem`` compared as
     ``stage`` says (:func:`in_stage`), the parameters outside ``stage.free`` held at their
     values at ``z`` (unconstrained, every parameter); its ``z`` is ``z[free]``."""
-    staged = in_stage(problem, stage)
-    n = problem.n_parameters
-    free = list(range(n)) if stage.free is None else [problem.space.index(name)
-                                                       for name in stage.free]  # fmt: skip
-    held = [j for j in range(n) if j not in free]
+    staged, free = in_stage(problem, stage), _free(problem, stage)
+    held = [j for j in range(problem.n_parameters) if j not in free]
     if held:
         values = np.asarray(problem.space.from_unconstrained(jnp.asarray(z, dtype=float)))
         staged = holding(staged, held, values[held])
@@ -151,12 +154,12 @@ def fit_in_stages(
     z = np.asarray(problem.initial_z if z0 is None else z0, dtype=float)
     last = len(stages)
     for i, stage in enumerate([*stages, Stage()]):
-        staged, free = stage_problem(problem, stage, z)
-        if i == 0 and first_fit is not None:
+        if i == 0 and first_fit is not None:  # done: no staged problem to build
             z, result = z.copy(), first_fit
-            z[free] = first_fit.z
+            z[_free(problem, stage)] = first_fit.z
             done.append(_record(problem, stage, z, result))
             continue
+        staged, free = stage_problem(problem, stage, z)
         result = fit(
             staged, fitter, z0=z[free], max_iterations=max_iterations,
             checkpoint=None if folder is None else folder / f"stage_{i}.npz",
